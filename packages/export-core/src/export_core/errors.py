@@ -1,0 +1,99 @@
+"""The exporter's error hierarchy: one root, one subclass per stage.
+
+Every message names the stage, the op or input at fault, and the next step. The CLI prints
+``str(error)`` as its one line on stderr, so messages are single-line.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ExportError",
+    "InputError",
+    "LoadError",
+    "CaptureError",
+    "PatchError",
+    "FixError",
+    "TranslationError",
+    "LoweringError",
+    "RuntimeLoadError",
+    "ValidationError",
+    "OutputError",
+]
+
+
+class ExportError(Exception):
+    """Root of every error the exporters raise.
+
+    Attributes:
+        stage: the name of the stage that failed (``"load"``, ``"capture"``, ``"translate"``, ...).
+    """
+
+    stage: str = "export"
+
+    def __init__(self, message: str, *, stage: str | None = None) -> None:
+        super().__init__(" ".join(str(message).split()))
+        if stage is not None:
+            self.stage = stage
+
+    def __str__(self) -> str:
+        return f"[{self.stage}] {super().__str__()}"
+
+
+class InputError(ExportError):
+    """Bad user input: an unknown task or backend, inputs that do not fit the model."""
+
+    stage = "inputs"
+
+
+class LoadError(ExportError):
+    """The model directory is missing, unreadable, lacks ``config.json`` or has corrupt weights."""
+
+    stage = "load"
+
+
+class CaptureError(ExportError):
+    """``torch.export`` could not trace the model into an ``ExportedProgram``."""
+
+    stage = "capture"
+
+
+class PatchError(ExportError):
+    """A registered patch could not be resolved, installed or restored."""
+
+    stage = "patch"
+
+
+class FixError(ExportError):
+    """A registered FX node or program fix raised while rewriting the graph."""
+
+    stage = "fix"
+
+
+class TranslationError(ExportError):
+    """The ``ExportedProgram`` could not be translated to ONNX."""
+
+    stage = "translate"
+
+
+class LoweringError(ExportError):
+    """The ``ExportedProgram`` could not be lowered to an ExecuTorch program."""
+
+    stage = "lower"
+
+
+class RuntimeLoadError(ExportError):
+    """The artifact was written but its runtime (ONNX Runtime, ExecuTorch) cannot load or run it."""
+
+    stage = "runtime"
+
+
+class ValidationError(ExportError):
+    """The artifact's outputs differ from eager PyTorch beyond tolerance."""
+
+    stage = "validate"
+
+
+class OutputError(ExportError):
+    """The output directory cannot be created or written."""
+
+    stage = "save"

@@ -1,0 +1,148 @@
+"""Installing registered patches for the duration of one export, and always restoring them.
+
+Patching is process-global state, so every export holds :data:`EXPORT_LOCK` (re-entrant: an
+export may call helpers that also take it) from the first install to the last restore.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import PatchError
+from .registry import PatchRecord, _version_ok, patches_for, resolve_target
+
+__all__ = ["EXPORT_LOCK", "PatchSession", "apply_patches"]
+
+logger = logging.getLogger(__name__)
+
+EXPORT_LOCK = threading.RLock()
+"""Serializes exports: patches are process-global."""
+
+_MISSING = object()
+
+
+@dataclass
+class PatchSession:
+    """What one :func:`apply_patches` block did.
+
+    Attributes:
+        installed: names of patches swapped in, in install order.
+        fired: names of installed patches whose replacement was called at least once.
+        skipped: ``{name: reason}`` for patches not installed (target absent in this version,
+            outside the record's version range).
+    """
+
+    installed: list[str] = field(default_factory=list)
+    fired: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def mark_fired(self, name: str) -> None:
+        if name not in self.fired:
+            self.fired.append(name)
+
+    def merge(self, other: PatchSession) -> None:
+        for n in other.installed:
+            if n not in self.installed:
+                self.installed.append(n)
+        for n in other.fired:
+            self.mark_fired(n)
+        self.skipped.update(other.skipped)
+
+
+def _wrap(record: PatchRecord, replacement: Any, session: PatchSession) -> Any:
+    if not callable(replacement) or isinstance(replacement, type):
+        session.mark_fired(record.name)
+        return replacement
+
+    @functools.wraps(replacement)
+    def fired(*args: Any, **kwargs: Any) -> Any:
+        session.mark_fired(record.name)
+        return replacement(*args, **kwargs)
+
+    return fired
+
+
+@contextmanager
+def apply_patches(
+    backends: str | Sequence[str], session: PatchSession | None = None
+) -> Iterator[PatchSession]:
+    """Install every patch registered for ``backends``; restore them all on exit.
+
+    Targets are resolved before anything is installed. A target that does not exist in the
+    installed library versions is skipped and recorded in ``session.skipped``. Restoration runs in
+    reverse install order inside ``finally``, also when the block raises.
+
+    Args:
+        backends: one backend key or several (``"dynamo"``, ``"onnx"``, ...).
+        session: a session to record into; a new one when omitted.
+
+    Yields:
+        The :class:`PatchSession` recording installed, fired and skipped patches.
+
+    Raises:
+        PatchError: a patch factory raised, or an original could not be restored.
+    """
+    if isinstance(backends, str):
+        backends = (backends,)
+    session = session if session is not None else PatchSession()
+    records: list[PatchRecord] = []
+    for backend in backends:
+        records.extend(patches_for(backend))
+
+    with EXPORT_LOCK:
+        plan = []
+        for rec in records:
+            ok, why = _version_ok(rec.versions)
+            if not ok:
+                session.skipped[rec.name] = why
+                continue
+            try:
+                target = resolve_target(rec.target)
+            except LookupError as e:
+                session.skipped[rec.name] = str(e)
+                logger.debug("patch %s skipped: %s", rec.name, e)
+                continue
+            plan.append((rec, target))
+
+        undo: list[tuple[Any, str, Any]] = []
+        try:
+            for rec, target in plan:
+                owner, attr = target.owner, target.attribute
+                if inspect.isclass(owner):
+                    stored = owner.__dict__.get(attr, _MISSING)
+                else:
+                    stored = getattr(owner, attr)
+                original = getattr(owner, attr)
+                try:
+                    replacement = rec.factory(original)
+                except Exception as e:
+                    raise PatchError(
+                        f"patch {rec.name} could not be built: {type(e).__name__}: {e}"
+                    ) from e
+                if isinstance(stored, staticmethod):
+                    replacement = staticmethod(_wrap(rec, replacement, session))
+                else:
+                    replacement = _wrap(rec, replacement, session)
+                setattr(owner, attr, replacement)
+                undo.append((owner, attr, stored))
+                session.installed.append(rec.name)
+            yield session
+        finally:
+            errors = []
+            for owner, attr, stored in reversed(undo):
+                try:
+                    if stored is _MISSING:
+                        delattr(owner, attr)
+                    else:
+                        setattr(owner, attr, stored)
+                except Exception as e:  # pragma: no cover - restoring a setattr cannot normally fail
+                    errors.append(f"{attr}: {e}")
+            if errors:
+                raise PatchError("could not restore patched attributes: " + "; ".join(errors))
