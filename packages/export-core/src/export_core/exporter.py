@@ -1,0 +1,501 @@
+"""``DynamoExporter``: the capture every backend shares, around ``torch.export.export``.
+
+Backends subclass it (``OnnxExporter``, ``ExecutorchExporter``) and add their own stages after
+:meth:`DynamoExporter.capture`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from .dynamic_shapes import auto_dynamic_shapes, resized_inputs
+from .errors import CaptureError, ExportError, InputError, OutputError, ValidationError
+from .naming import leaf_names
+from .patching import EXPORT_LOCK, PatchSession, apply_patches
+from .pytree import register_pytree_nodes
+from .report import ExportReport, package_versions
+from .stages import StageListener, StageRecorder
+from .validation import ValidationResult
+from .validation import validate as _validate
+
+__all__ = [
+    "DynamoConfig",
+    "CaptureResult",
+    "DynamoExporter",
+    "ExportResult",
+    "StagedFile",
+    "finalize",
+    "flat_feed",
+    "SignatureAdapter",
+    "first_line",
+    "STATEFUL_CACHE_ATTRS",
+]
+
+logger = logging.getLogger(__name__)
+
+STATEFUL_CACHE_ATTRS: tuple[str, ...] = (
+    "_cos_cached",
+    "_sin_cached",
+    "_seq_len_cached",
+    "cos_cached",
+    "sin_cached",
+    "max_seq_len_cached",
+    "original_max_seq_len",
+)
+"""Attributes some models (re)compute inside ``forward`` (rotary caches); reset after capture so
+tensors created while tracing do not leak into later eager calls."""
+
+
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """The root cause of ``error`` as one short line: ``Type: first line of message``."""
+    root = error
+    while root.__cause__ is not None and not isinstance(root, ExportError):
+        root = root.__cause__
+    text = str(root).strip()
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    out = f"{type(root).__name__}: {line}" if not isinstance(root, ExportError) else line
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+@dataclass
+class DynamoConfig:
+    """Options of the capture.
+
+    Attributes:
+        dynamic: make every axis dynamic (``Dim.AUTO``) unless ``dynamic_shapes`` is given.
+        dynamic_shapes: an explicit ``torch.export`` ``dynamic_shapes`` structure; overrides
+            ``dynamic``.
+        strict: trace with TorchDynamo (``strict=True``) instead of the Python interpreter.
+        constant_kwargs: ``forward`` keyword arguments fixed at export time (``use_cache=False``).
+        patch_backends: extra patch registry keys installed around the capture (a backend's own
+            torch patches), after the ``"dynamo"`` ones.
+    """
+
+    dynamic: bool = True
+    dynamic_shapes: Any = None
+    strict: bool = False
+    constant_kwargs: dict[str, Any] = field(default_factory=dict)
+    patch_backends: tuple[str, ...] = ()
+
+
+@dataclass
+class CaptureResult:
+    """The outcome of :meth:`DynamoExporter.capture`.
+
+    Attributes:
+        program: the ``ExportedProgram``.
+        module: the module that was traced (the model behind a :class:`SignatureAdapter`).
+        args, kwargs: the example inputs, as passed to ``torch.export.export``.
+        dynamic_shapes: the ``dynamic_shapes`` used (``None`` for a static export).
+        input_names: artifact input names, in order.
+        output_names: artifact output names, in order.
+        patches: patches installed / fired / skipped during capture.
+    """
+
+    program: torch.export.ExportedProgram
+    module: torch.nn.Module
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    dynamic_shapes: Any
+    input_names: list[str]
+    output_names: list[str]
+    patches: PatchSession
+
+
+class SignatureAdapter(torch.nn.Module):
+    """Gives a model a flat ``forward`` signature named after its inputs.
+
+    Models whose ``forward`` takes ``**kwargs`` would otherwise bundle inputs into one argument;
+    the adapter's ``forward`` takes exactly ``input_names`` (positional or keyword) and calls the
+    model with them as keywords, plus ``constant_kwargs``.
+    """
+
+    def __init__(
+        self, model: torch.nn.Module, input_names: Sequence[str], constant_kwargs: dict[str, Any]
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.input_names = tuple(input_names)
+        self.constant_kwargs = dict(constant_kwargs)
+        params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in input_names]
+        sig = inspect.Signature(params)
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            bound = sig.bind(*args, **kwargs)
+            return self.model(**bound.arguments, **self.constant_kwargs)
+
+        forward.__signature__ = sig  # type: ignore[attr-defined]
+        self.forward = forward  # type: ignore[method-assign]
+
+
+@contextmanager
+def _state_cleanup(model: torch.nn.Module) -> Iterator[None]:
+    """Restore tensor attributes that ``forward`` creates or replaces during tracing."""
+    saved: list[tuple[torch.nn.Module, dict[str, Any]]] = []
+    for m in model.modules():
+        snap = {
+            k: v
+            for k, v in vars(m).items()
+            if k in STATEFUL_CACHE_ATTRS or isinstance(v, torch.Tensor)
+        }
+        saved.append((m, snap))
+    try:
+        yield
+    finally:
+        for m, snap in saved:
+            for k in list(vars(m)):
+                if k in snap:
+                    continue
+                if k in STATEFUL_CACHE_ATTRS or isinstance(vars(m)[k], torch.Tensor):
+                    delattr(m, k)
+            for k, v in snap.items():
+                m.__dict__[k] = v
+
+
+class DynamoExporter:
+    """Traces a model into an ``ExportedProgram`` with the capture-level workarounds.
+
+    Subclasses add backend stages; this class owns the five capture stages, each labelled below.
+    """
+
+    backend = "dynamo"
+    patch_backends: tuple[str, ...] = ()
+    """Registry keys of the backend's own torch patches, installed for the whole export."""
+    version_packages: tuple[str, ...] = ()
+    """Extra packages whose versions go in the report."""
+    atol: float = 1e-4
+    rtol: float = 1e-3
+
+    def __init__(self, config: DynamoConfig | None = None, *, listener: StageListener | None = None):
+        self.config = config or DynamoConfig()
+        self.listener = listener
+
+    def export(
+        self,
+        model: torch.nn.Module,
+        inputs: dict[str, Any] | tuple[Any, ...],
+        *,
+        output: str | os.PathLike[str] | None = None,
+        validate: bool = True,
+        validation_inputs: Sequence[dict[str, Any] | tuple[Any, ...]] | None = None,
+        task: str | None = None,
+    ) -> ExportResult:
+        """Capture, lower, save, load and validate; write the report.
+
+        Stages run in order: ``output`` (directory checks), the capture stages, the backend's
+        :meth:`lower` stages, ``save`` (to temporary files beside the final ones), ``runtime``
+        (load the artifact), ``validate`` (compare with eager at the export shapes and at
+        ``validation_inputs``, or at shapes derived from the dynamic axes), then the temporary
+        files are renamed into place. On failure no artifact is left behind, every patch is
+        restored, and the report (``status: failed``, the stage, the error) is still written.
+
+        Args:
+            model: any ``torch.nn.Module``.
+            inputs: ``forward`` keyword arguments (dict) or positional arguments (tuple).
+            output: directory for the artifact and ``export_report.json``; ``None`` keeps
+                everything in memory.
+            validate: compare with eager PyTorch.
+            validation_inputs: further input sets at other shapes.
+            task: recorded in the report.
+
+        Returns:
+            An :class:`ExportResult`.
+
+        Raises:
+            ExportError: a subclass naming the failed stage (``CaptureError``,
+                ``TranslationError``, ``LoweringError``, ``RuntimeLoadError``,
+                ``ValidationError``, ``OutputError``, ...).
+        """
+        return _export_template(
+            self, model, inputs, output=output, validate=validate,
+            validation_inputs=validation_inputs, task=task,
+        )
+
+    # Backend hooks ------------------------------------------------------------------------------
+
+    def lower(self, capture: CaptureResult, recorder: StageRecorder, report: ExportReport) -> Any:
+        """Backend stages after capture; returns the in-memory program. Base: the
+        ``ExportedProgram`` itself."""
+        return capture.program
+
+    def save(self, program: Any, out_dir: Path, report: ExportReport) -> list[StagedFile]:
+        """Write the program to temporary files in ``out_dir``; the first is the artifact.
+        Base: ``torch.export.save`` to ``model.pt2``."""
+        staged = StagedFile.beside(out_dir / "model.pt2")
+        torch.export.save(program, staged.tmp)
+        return [staged]
+
+    def runner(self, program: Any, path: Path | None, capture: CaptureResult):
+        """A callable running the artifact on one input set, returning its output leaves.
+        Base: the ``ExportedProgram``'s module."""
+        module = capture.program.module()
+
+        def run(inputs: dict[str, Any] | tuple[Any, ...]) -> list[Any]:
+            with torch.no_grad():
+                out = module(**inputs) if isinstance(inputs, dict) else module(*inputs)
+            return [x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor)]
+
+        return run
+
+    def capture(
+        self,
+        model: torch.nn.Module,
+        inputs: dict[str, Any] | tuple[Any, ...],
+        recorder: StageRecorder | None = None,
+        session: PatchSession | None = None,
+    ) -> CaptureResult:
+        """Trace ``model`` on ``inputs`` with ``torch.export.export``.
+
+        Args:
+            model: any ``torch.nn.Module`` (put in eval mode by the caller).
+            inputs: ``forward`` keyword arguments (dict) or positional arguments (tuple). Tensor
+                axes meant to be dynamic must have example size >= 2.
+            recorder: stage timings are added to it.
+            session: patch activity is recorded into it.
+
+        Returns:
+            A :class:`CaptureResult`.
+
+        Raises:
+            InputError: ``inputs`` is neither a dict nor a tuple, or does not fit ``forward``.
+            CaptureError: ``torch.export`` failed.
+        """
+        recorder = recorder or StageRecorder(self.listener)
+        session = session if session is not None else PatchSession()
+        cfg = self.config
+        if not isinstance(inputs, dict | tuple):
+            raise InputError(f"inputs must be a dict of forward kwargs or a tuple, got {type(inputs).__name__}")
+
+        with EXPORT_LOCK:
+            # ── Stage 1: forward-signature patch ────────────────────────────────────────────
+            with recorder.stage("signature"):
+                if isinstance(inputs, dict):
+                    module: torch.nn.Module = SignatureAdapter(model, list(inputs), cfg.constant_kwargs)
+                    args: tuple[Any, ...] = ()
+                    kwargs: dict[str, Any] = dict(inputs)
+                    input_names = leaf_names(kwargs, cache_name="past_key_values")
+                else:
+                    module, args, kwargs = model, tuple(inputs), {}
+                    if cfg.constant_kwargs:
+                        raise InputError("constant_kwargs need inputs given as a dict")
+                    try:
+                        params = list(inspect.signature(model.forward).parameters)
+                    except (TypeError, ValueError):
+                        params = []
+                    input_names = [
+                        params[i] if i < len(params) else f"input_{i}" for i in range(len(args))
+                    ]
+                    if len(pytree.tree_leaves(args)) != len(args):
+                        input_names = leaf_names(dict(zip(input_names, args)))
+
+            # ── Stage 2: model patches ("dynamo" registry, then the backend's torch patches) ──
+            with recorder.stage("patches"):
+                patch_ctx = apply_patches(("dynamo", *cfg.patch_backends), session)
+                patch_ctx.__enter__()
+            try:
+                # ── Stage 3: pytree registration ───────────────────────────────────────────
+                with recorder.stage("pytree"):
+                    register_pytree_nodes()
+
+                # ── Stage 4: dynamic shapes ─────────────────────────────────────────────────
+                with recorder.stage("dynamic_shapes"):
+                    if cfg.dynamic_shapes is not None:
+                        dynamic_shapes = cfg.dynamic_shapes
+                    elif cfg.dynamic:
+                        dynamic_shapes = auto_dynamic_shapes(kwargs if kwargs else args)
+                    else:
+                        dynamic_shapes = None
+
+                # ── Stage 5: state cleanup, around torch.export.export ───────────────────────
+                with recorder.stage("capture"), _state_cleanup(model):
+                    try:
+                        with torch.no_grad():
+                            eager_out = module(*args, **kwargs)
+                        output_names = leaf_names(eager_out, cache_name="present")
+                    except Exception as e:
+                        raise InputError(
+                            f"the model's eager forward fails on the example inputs: {first_line(e)}"
+                        ) from e
+                    try:
+                        program = torch.export.export(
+                            module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=cfg.strict
+                        )
+                    except ExportError:
+                        raise
+                    except Exception as e:
+                        raise CaptureError(f"torch.export failed: {first_line(e)}") from e
+            finally:
+                patch_ctx.__exit__(None, None, None)
+
+        return CaptureResult(
+            program=program,
+            module=module,
+            args=args,
+            kwargs=kwargs,
+            dynamic_shapes=dynamic_shapes,
+            input_names=input_names,
+            output_names=output_names,
+            patches=session,
+        )
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """An artifact file written under a temporary name, renamed to ``final`` once validated."""
+
+    tmp: Path
+    final: Path
+
+    @classmethod
+    def beside(cls, final: Path) -> StagedFile:
+        """A temporary name in ``final``'s directory (hidden, unique to this process)."""
+        return cls(final.with_name(f".{final.stem}.{os.getpid()}.{id(final):x}.tmp{final.suffix}"), final)
+
+
+def finalize(staged: Sequence[StagedFile]) -> Path:
+    """Rename every staged file to its final name (atomic per file); returns the first."""
+    for f in staged:
+        os.replace(f.tmp, f.final)
+    return staged[0].final
+
+
+@dataclass
+class ExportResult:
+    """What one :meth:`DynamoExporter.export` produced.
+
+    Attributes:
+        path: the artifact on disk (``model.onnx``, ``model.pte``), ``None`` without ``output``.
+        report: the report dict (also written as ``export_report.json`` when ``output`` is set).
+        program: the in-memory program (``ONNXProgram``, ``ExecutorchProgramManager``, or the
+            ``ExportedProgram`` for the base exporter).
+        exported_program: the captured ``ExportedProgram``.
+        validation: the :class:`~export_core.validation.ValidationResult`, or ``None``.
+    """
+
+    path: Path | None
+    report: dict[str, Any]
+    program: Any
+    exported_program: torch.export.ExportedProgram | None = None
+    validation: ValidationResult | None = None
+
+
+def _prepare_output(output: str | os.PathLike[str]) -> Path:
+    out = Path(output)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=out, prefix=".write-probe-", delete=True)
+        probe.close()
+    except OSError as e:
+        raise OutputError(f"output directory {out} is not writable: {e.strerror or e}") from e
+    return out
+
+
+def flat_feed(inputs: dict[str, Any] | tuple[Any, ...], order: Sequence[str]) -> list[Any]:
+    """The tensor leaves of one input set in artifact input order (``order``: the keys of the
+    export input dict, in the order they were traced)."""
+    if isinstance(inputs, dict):
+        return [leaf for k in order for leaf in pytree.tree_leaves(inputs[k])]
+    return list(pytree.tree_leaves(inputs))
+
+
+def _export_template(
+    self: DynamoExporter,
+    model: torch.nn.Module,
+    inputs: dict[str, Any] | tuple[Any, ...],
+    *,
+    output: str | os.PathLike[str] | None = None,
+    validate: bool = True,
+    validation_inputs: Sequence[dict[str, Any] | tuple[Any, ...]] | None = None,
+    task: str | None = None,
+) -> ExportResult:
+    report = ExportReport(task=task, versions=package_versions(*self.version_packages))
+    recorder = StageRecorder(self.listener)
+    session = PatchSession()
+    out_dir: Path | None = None
+    staged: list[StagedFile] = []
+    capture: CaptureResult | None = None
+    program: Any = None
+    verdict: ValidationResult | None = None
+    final_path: Path | None = None
+    try:
+        if output is not None:
+            with recorder.stage("output"):
+                out_dir = _prepare_output(output)
+        was_training = model.training
+        model.eval()
+        try:
+            with EXPORT_LOCK, apply_patches(self.patch_backends, session):
+                capture = self.capture(model, inputs, recorder, session)
+                report.inputs, report.outputs = capture.input_names, capture.output_names
+                program = self.lower(capture, recorder, report)
+        finally:
+            model.train(was_training)
+        if out_dir is not None:
+            with recorder.stage("save"):
+                try:
+                    staged = self.save(program, out_dir, report)
+                except ExportError:
+                    raise
+                except OSError as e:
+                    raise OutputError(f"cannot write the artifact into {out_dir}: {e}") from e
+        with recorder.stage("runtime"):
+            runner = self.runner(program, staged[0].tmp if staged else None, capture)
+        if validate:
+            with recorder.stage("validate"):
+                sets = [inputs, *(validation_inputs if validation_inputs is not None else resized_inputs(capture.program, inputs))]
+                verdict = _validate(runner, model, sets, capture.output_names, atol=self.atol, rtol=self.rtol)
+                report.validation = verdict.as_dict()
+                if len(verdict.checks) < 2:
+                    logger.warning("validated at %d input shape(s) only", len(verdict.checks))
+                if not verdict.passed:
+                    raise ValidationError(
+                        f"artifact differs from eager: {verdict.first_problem()}"
+                    )
+        if staged:
+            final_path = finalize(staged)
+            staged = []
+        report.status, report.stage = "ok", None
+    except ExportError as e:
+        report.stage = e.stage
+        report.error = str(e)
+        raise
+    except Exception as e:
+        stage = recorder.current or "export"
+        report.stage = stage
+        report.error = f"[{stage}] {first_line(e)}"
+        raise ExportError(first_line(e), stage=stage) from e
+    finally:
+        for f in staged:
+            _remove(f.tmp)
+        report.stages = recorder.as_list()
+        report.patches = {"installed": list(session.installed), "fired": list(session.fired)}
+        if session.skipped:
+            report.extra.setdefault("patches_skipped", dict(session.skipped))
+        if out_dir is not None:
+            report.write(out_dir)
+    return ExportResult(
+        path=final_path,
+        report=report.as_dict(),
+        program=program,
+        exported_program=capture.program if capture else None,
+        validation=verdict,
+    )
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)

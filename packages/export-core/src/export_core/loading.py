@@ -1,0 +1,109 @@
+"""Loading a local Hugging Face model directory (``config.json`` + weights, optional tokenizer)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import LoadError
+from .tasks import TaskSpec, infer_task, task_spec
+
+__all__ = ["LoadedModel", "load_model_dir", "WEIGHT_FILES"]
+
+logger = logging.getLogger(__name__)
+
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+
+
+@dataclass
+class LoadedModel:
+    """A model loaded from a directory, ready to export.
+
+    Attributes:
+        model: the ``transformers`` model in eval mode, float32, on CPU.
+        config: its ``PretrainedConfig``.
+        task: the resolved :class:`TaskSpec`.
+        path: the model directory.
+        tokenizer: the tokenizer when the directory has one, else ``None``.
+    """
+
+    model: Any
+    config: Any
+    task: TaskSpec
+    path: Path
+    tokenizer: Any = None
+
+
+def _check_dir(path: Path) -> None:
+    if not path.exists():
+        raise LoadError(f"model directory {path} does not exist; pass a directory written by save_pretrained")
+    if not path.is_dir():
+        raise LoadError(f"{path} is not a directory; pass a directory written by save_pretrained")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise LoadError(f"model directory {path} is not readable (check its permissions)")
+    cfg = path / "config.json"
+    if not cfg.is_file():
+        raise LoadError(f"{path} has no config.json; it is not a Hugging Face model directory")
+    try:
+        json.loads(cfg.read_text())
+    except (OSError, ValueError) as e:
+        raise LoadError(f"{cfg} is unreadable or not valid JSON: {e}") from e
+    if not any((path / f).is_file() for f in WEIGHT_FILES):
+        raise LoadError(f"{path} holds no weights (expected one of {', '.join(WEIGHT_FILES)})")
+
+
+def load_model_dir(path: str | os.PathLike[str], task: str | None = None) -> LoadedModel:
+    """Load the model in ``path`` for ``task`` (inferred from the config when ``None``).
+
+    Args:
+        path: a directory written by ``save_pretrained``.
+        task: a pipeline task name, e.g. ``"text-generation"``.
+
+    Returns:
+        A :class:`LoadedModel` (float32, eval mode, CPU).
+
+    Raises:
+        LoadError: missing/unreadable directory, no or invalid ``config.json``, no or corrupt
+            weights, or a config ``transformers`` does not know.
+        InputError: unknown task (stage ``load``).
+    """
+    try:
+        import transformers
+        from transformers import AutoConfig
+    except ImportError as e:  # pragma: no cover - transformers is an extra
+        raise LoadError("loading a model directory needs transformers: pip install 'export-core[transformers]'") from e
+
+    path = Path(path)
+    _check_dir(path)
+    try:
+        config = AutoConfig.from_pretrained(path, local_files_only=True)
+    except Exception as e:
+        raise LoadError(f"config.json in {path} cannot be loaded: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+    spec = task_spec(task or infer_task(config))
+    auto = getattr(transformers, spec.auto_class)
+    try:
+        model = auto.from_pretrained(path, local_files_only=True, dtype="float32")
+    except Exception as e:
+        first = next((ln for ln in str(e).splitlines() if ln.strip()), "")
+        raise LoadError(f"cannot load {spec.auto_class} for task {spec.name!r} from {path}: {type(e).__name__}: {first}") from e
+    model.eval()
+    tokenizer = None
+    if spec.modality == "text" and any(
+        (path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
+    ):
+        try:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        except Exception as e:
+            logger.warning("tokenizer in %s cannot be loaded (%s); inputs are synthesized", path, e)
+    return LoadedModel(model=model, config=config, task=spec, path=path, tokenizer=tokenizer)

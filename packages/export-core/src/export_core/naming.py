@@ -1,0 +1,63 @@
+"""Artifact input and output names from pytree paths.
+
+Inputs are named after the model's ``forward`` arguments; outputs after ``ModelOutput`` fields;
+cache leaves as ``past_key_values.<layer>.key`` / ``.value`` (inputs) and ``present.<layer>.key`` /
+``.value`` (outputs).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch.utils._pytree as pytree
+
+__all__ = ["leaf_names"]
+
+_CACHE_LEAF = re.compile(r"^(?P<root>\w+)\.layers\.(?P<layer>\d+)\.(?P<kind>keys|values)$")
+
+
+def _path_to_name(path: tuple[Any, ...]) -> str:
+    parts = []
+    for key in path:
+        if isinstance(key, pytree.MappingKey):
+            parts.append(str(key.key))
+        elif isinstance(key, pytree.SequenceKey):
+            parts.append(str(key.idx))
+        elif isinstance(key, pytree.GetAttrKey):
+            parts.append(str(key.name))
+        else:
+            parts.append(str(key).strip(".[]'\""))
+    return ".".join(parts) or "output"
+
+
+def leaf_names(tree: Any, *, prefix: str = "", cache_name: str | None = None) -> list[str]:
+    """Dotted names of the tensor leaves of ``tree`` in pytree flatten order.
+
+    Args:
+        tree: a ``ModelOutput``, dict, tuple or tensor.
+        prefix: prepended to every name (``"output"`` gives ``output.0`` for bare tuples).
+        cache_name: rename cache leaves ``<root>.layers.<i>.keys`` to ``<cache_name>.<i>.key``.
+
+    Returns:
+        One unique name per leaf.
+    """
+    names = []
+    for path, _ in pytree.tree_flatten_with_path(tree)[0]:
+        name = _path_to_name(path)
+        m = _CACHE_LEAF.match(name)
+        if m and cache_name:
+            name = f"{cache_name}.{m['layer']}.{m['kind'][:-1]}"
+        if prefix:
+            name = f"{prefix}.{name}" if not name.isdigit() else f"{prefix}_{name}"
+        names.append(name)
+    seen: dict[str, int] = {}
+    unique = []
+    for n in names:
+        if n in seen:
+            seen[n] += 1
+            n = f"{n}_{seen[n]}"
+        else:
+            seen[n] = 0
+        unique.append(n)
+    return unique

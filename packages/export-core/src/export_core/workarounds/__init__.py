@@ -1,0 +1,1 @@
+"""Capture-level ("dynamo") workarounds; importing this package registers them."""
