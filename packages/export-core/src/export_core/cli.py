@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ExportError, LoadError
-from .exporter import DynamoExporter, ExportResult
+from .exporter import DynamoExporter, ExportResult, prepare_output
 from .inputs import build_input_sets
 from .loading import load_model_dir
 from .progress import RichStageListener
@@ -57,7 +57,8 @@ def base_parser(prog: str, description: str, artifact: str) -> argparse.Argument
     p.add_argument("-o", "--output", metavar="OUT",
                    help=f"output directory for {artifact} and export_report.json "
                    "(default: exported/<model name>)")
-    p.add_argument("--task", choices=sorted(TASKS), help="pipeline task (default: inferred from the config)")
+    p.add_argument("--task", metavar="T",
+                   help=f"pipeline task, one of {', '.join(sorted(TASKS))} (default: inferred from the config)")
     p.add_argument("--static", action="store_true", help="export with static shapes")
     p.add_argument("--no-validate", dest="validate", action="store_false",
                    help="skip the comparison with eager PyTorch")
@@ -105,6 +106,7 @@ def run_export(
             "all-MiniLM-L6-v2" if not args.model else model_dir.resolve().name
         )
         listener.info(f"[bold]{prog}[/]: {model_dir}")
+        prepare_output(out_dir)
         with listener_stage(listener, "load"):
             loaded = load_model_dir(model_dir, args.task)
         with listener_stage(listener, "inputs"):
@@ -121,7 +123,7 @@ def run_export(
             task=loaded.task.name,
         )
     except ExportError as e:
-        if isinstance(e, LoadError) or e.stage in ("load", "inputs"):
+        if isinstance(e, LoadError) or e.stage in ("load", "inputs", "task"):
             _write_failed_report(out_dir, e, args, version_packages)
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 1

@@ -38,6 +38,7 @@ __all__ = [
     "StagedFile",
     "finalize",
     "flat_feed",
+    "prepare_output",
     "SignatureAdapter",
     "first_line",
     "STATEFUL_CACHE_ATTRS",
@@ -325,7 +326,7 @@ class DynamoExporter:
                             eager_out = module(*args, **kwargs)
                         output_names = leaf_names(eager_out, cache_name="present")
                     except Exception as e:
-                        raise InputError(
+                        raise CaptureError(
                             f"the model's eager forward fails on the example inputs: {first_line(e)}"
                         ) from e
                     try:
@@ -391,14 +392,21 @@ class ExportResult:
     validation: ValidationResult | None = None
 
 
-def _prepare_output(output: str | os.PathLike[str]) -> Path:
+def prepare_output(output: str | os.PathLike[str]) -> Path:
+    """Create ``output`` (with parents) and check a file can be written in it.
+
+    Raises:
+        OutputError: (stage ``output``) the directory cannot be created or written.
+    """
     out = Path(output)
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = tempfile.NamedTemporaryFile(dir=out, prefix=".write-probe-", delete=True)
         probe.close()
     except OSError as e:
-        raise OutputError(f"output directory {out} is not writable: {e.strerror or e}") from e
+        raise OutputError(
+            f"output directory {out} is not writable: {e.strerror or e}", stage="output"
+        ) from e
     return out
 
 
@@ -432,7 +440,7 @@ def _export_template(
     try:
         if output is not None:
             with recorder.stage("output"):
-                out_dir = _prepare_output(output)
+                out_dir = prepare_output(output)
         was_training = model.training
         model.eval()
         try:
@@ -455,7 +463,10 @@ def _export_template(
         if validate:
             with recorder.stage("validate"):
                 sets = [inputs, *(validation_inputs if validation_inputs is not None else resized_inputs(capture.program, inputs))]
-                verdict = _validate(runner, model, sets, capture.output_names, atol=self.atol, rtol=self.rtol)
+                # eager reference: the traced module (the model behind its signature adapter,
+                # with the constant kwargs), so both sides compute the same outputs
+                verdict = _validate(runner, capture.module, sets, capture.output_names,
+                                    atol=self.atol, rtol=self.rtol)
                 report.validation = verdict.as_dict()
                 if len(verdict.checks) < 2:
                     logger.warning("validated at %d input shape(s) only", len(verdict.checks))

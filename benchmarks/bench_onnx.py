@@ -1,0 +1,140 @@
+"""Export overhead and runtime latency of export-onnx on the embedded default (all-MiniLM-L6-v2).
+
+Side by side in one run, each export in a fresh subprocess (so neither warms the other's caches),
+alternating, ``--repeat`` times each:
+
+* ``export-onnx``: ``export_onnx.export`` (all stages; validation off, so both do the same work)
+* ``bare``: ``torch.onnx.export(model, kwargs=..., dynamo=True, dynamic_shapes=Dim.AUTO...)``
+
+Prints the median export wall time of each and their ratio (target <= 1.15), the peak RSS of
+each process, and ONNX Runtime latency of the artifact over eager PyTorch on the same batch
+(target <= 0.7).
+
+Usage: ``uv run python benchmarks/bench_onnx.py [--repeat 3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _load():
+    import transformers
+    from export_core.cli import demo_model_dir
+    from export_core.inputs import build_input_sets
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    path = demo_model_dir()
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.AutoModel.from_pretrained(path).eval()
+    sets = build_input_sets(model, model.config, "text", tok)
+    return model, sets
+
+
+def child(mode: str, out: str) -> None:
+    """Run one export in this process and print a JSON line with its seconds and peak RSS."""
+    import resource
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    import logging
+
+    logging.disable(logging.WARNING)
+    import torch
+
+    model, sets = _load()
+    inputs = sets.export
+    t = time.perf_counter()
+    if mode == "export-onnx":
+        import export_onnx
+
+        export_onnx.export(model, inputs, output=out, validate=False)
+    else:
+        dyn = {k: {i: torch.export.Dim.AUTO for i in range(v.dim())} for k, v in inputs.items()}
+        prog = torch.onnx.export(model, (), kwargs=inputs, dynamo=True, dynamic_shapes=dyn,
+                                 verbose=False, optimize=True)
+        prog.save(os.path.join(out, "model.onnx"))
+    seconds = time.perf_counter() - t
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"mode": mode, "seconds": seconds, "peak_rss_mb": rss_mb}))
+
+
+def latency(path: str, iters: int) -> tuple[float, float, tuple[int, ...]]:
+    """Median ORT and eager latency (ms) on the same batch of unseen sentences."""
+    import onnxruntime as ort
+    import torch
+
+    model, sets = _load()
+    batch = sets.validation[0]
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    feeds = {k: v.numpy() for k, v in batch.items() if k in names}
+
+    def timed(fn) -> float:
+        for _ in range(3):
+            fn()
+        samples = []
+        for _ in range(iters):
+            t = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t) * 1e3)
+        return statistics.median(samples)
+
+    with torch.inference_mode():
+        eager = timed(lambda: model(**batch))
+    onnx = timed(lambda: sess.run(None, feeds))
+    return onnx, eager, tuple(batch["input_ids"].shape)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--child", choices=["export-onnx", "bare"])
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if args.child:
+        child(args.child, args.out)
+        return
+    results: dict[str, list[dict]] = {"export-onnx": [], "bare": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.repeat):
+            for mode in ("bare", "export-onnx") if i % 2 else ("export-onnx", "bare"):
+                out = os.path.join(tmp, f"{mode}-{i}")
+                os.makedirs(out)
+                proc = subprocess.run([sys.executable, __file__, "--child", mode, "--out", out],
+                                      capture_output=True, text=True, check=True)
+                row = json.loads(proc.stdout.strip().splitlines()[-1])
+                results[mode].append(row)
+                print(f"  run {i} {mode:12s} {row['seconds']:6.2f} s  peak RSS {row['peak_rss_mb']:7.0f} MB",
+                      file=sys.stderr)
+        ours = statistics.median(r["seconds"] for r in results["export-onnx"])
+        bare = statistics.median(r["seconds"] for r in results["bare"])
+        rss_ours = max(r["peak_rss_mb"] for r in results["export-onnx"])
+        rss_bare = max(r["peak_rss_mb"] for r in results["bare"])
+        onnx_ms, eager_ms, shape = latency(os.path.join(tmp, "export-onnx-0", "model.onnx"), args.iters)
+    print("export wall time (median of %d, fresh process each)" % args.repeat)
+    print(f"  export-onnx            {ours:7.2f} s")
+    print(f"  bare torch.onnx.export {bare:7.2f} s")
+    print(f"  ratio                  {ours / bare:7.3f}   (target <= 1.15)")
+    print("peak RSS")
+    print(f"  export-onnx            {rss_ours:7.0f} MB")
+    print(f"  bare torch.onnx.export {rss_bare:7.0f} MB")
+    print(f"latency on batch {shape} (median of {args.iters})")
+    print(f"  ONNX Runtime           {onnx_ms:7.2f} ms")
+    print(f"  eager PyTorch          {eager_ms:7.2f} ms")
+    print(f"  ratio                  {onnx_ms / eager_ms:7.3f}   (target <= 0.7)")
+
+
+if __name__ == "__main__":
+    main()
