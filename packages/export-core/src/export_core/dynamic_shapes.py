@@ -65,6 +65,19 @@ def _as_int(bound: Any, default: int) -> int:
         return default
 
 
+def _size_of(dim: Any, example: int, sizes: dict[Any, int]) -> int:
+    """The new size of one axis: its symbolic expression evaluated at the new symbol sizes."""
+    if not isinstance(dim, torch.SymInt):
+        return example
+    expr = dim.node.expr
+    if not getattr(expr, "free_symbols", None):
+        return example
+    try:
+        return int(expr.xreplace(sizes))
+    except (TypeError, ValueError):
+        return example
+
+
 def resized_inputs(
     program: torch.export.ExportedProgram,
     inputs: dict[str, Any] | tuple[Any, ...],
@@ -90,8 +103,8 @@ def resized_inputs(
     for node, i in zip(user, tensor_pos):
         val = node.meta.get("val")
         for s, ex in zip(getattr(val, "shape", ()), flat[i].shape):
-            if isinstance(s, torch.SymInt):
-                expr = s.node.expr
+            expr = s.node.expr if isinstance(s, torch.SymInt) else None
+            if expr is not None and getattr(expr, "is_Symbol", False):
                 vr = program.range_constraints.get(expr)
                 lo = _as_int(vr.lower, 2) if vr is not None else 2
                 hi = _as_int(vr.upper, 1 << 30) if vr is not None else 1 << 30
@@ -111,10 +124,7 @@ def resized_inputs(
         new_flat = list(flat)
         for node, i in zip(user, tensor_pos):
             val, ex = node.meta.get("val"), flat[i]
-            shape = [
-                sizes.get(s.node.expr, d) if isinstance(s, torch.SymInt) else d
-                for s, d in zip(val.shape, ex.shape)
-            ]
+            shape = [_size_of(s, d, sizes) for s, d in zip(val.shape, ex.shape)]
             if ex.dtype == torch.bool:
                 new_flat[i] = torch.rand(shape, generator=g) > 0.5
             elif ex.dtype.is_floating_point or ex.dtype.is_complex:

@@ -124,11 +124,11 @@ def compare_leaves(
         ok_mask = ~nan_e
         both_inf = np.isinf(e64) & (g64 == e64)
         diff = np.where(ok_mask & ~both_inf, np.abs(g64 - e64), 0.0)
-        scale = np.abs(e64)
+        scale = np.where(np.isfinite(e64), np.abs(e64), 0.0)
         max_abs = float(diff.max()) if diff.size else 0.0
         rel = np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), diff)
         max_rel = float(rel.max()) if rel.size else 0.0
-        passed = bool((diff <= atol + rtol * np.where(np.isinf(scale), 0, scale)).all())
+        passed = bool((diff <= atol + rtol * scale).all())
         problem = "" if passed else f"max|diff|={max_abs:.3g} (atol={atol}, rtol={rtol})"
         checks.append(LeafCheck(name, tuple(e_np.shape), max_abs, max_rel, passed, problem))
     return tuple(checks)
