@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -69,6 +70,19 @@ def _wrap(record: PatchRecord, replacement: Any, session: PatchSession) -> Any:
     return fired
 
 
+_LAZY_PREFIX = "transformers.models."
+
+
+def _model_module_loaded(target: str) -> bool:
+    """Model-specific targets (``transformers.models.<family>.<module>...``) are resolved only
+    when their module is already imported: importing dozens of modeling modules just to patch
+    them would cost seconds per process, and an unimported model cannot be the one exported."""
+    if not target.startswith(_LAZY_PREFIX):
+        return True
+    parts = target.split(".")
+    return any(".".join(parts[:i]) in sys.modules for i in range(len(parts) - 1, 3, -1))
+
+
 @contextmanager
 def apply_patches(
     backends: str | Sequence[str], session: PatchSession | None = None
@@ -99,6 +113,8 @@ def apply_patches(
     with EXPORT_LOCK:
         plan = []
         for rec in records:
+            if not _model_module_loaded(rec.target):
+                continue  # the model's module was never imported: no model of it is in use
             ok, why = _version_ok(rec.versions)
             if not ok:
                 session.skipped[rec.name] = why

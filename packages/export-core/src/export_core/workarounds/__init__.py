@@ -1,1 +1,20 @@
-"""Capture-level ("dynamo") workarounds; importing this package registers them."""
+"""Registered capture-level ("dynamo") workarounds, inherited by every backend.
+
+Importing this package registers them; registration is its only side effect. Model-specific
+patches name their targets as strings and import ``transformers`` lazily, so this package imports
+without ``transformers`` installed.
+
+Modules, one concern each:
+
+- :mod:`.packed_vision_attention`: packed (``cu_seqlens``) attention as one block-diagonal masked
+  attention instead of a loop over data-dependent segment lengths.
+- :mod:`.vision_window_index`: Qwen2.5-VL-style window order and window boundaries without a
+  loop over ``grid_thw``.
+- :mod:`.vision_position_ids`: vision rotary position ids without a loop over ``grid_thw``.
+"""
+
+from __future__ import annotations
+
+from . import packed_vision_attention, vision_position_ids, vision_window_index
+
+__all__ = ["packed_vision_attention", "vision_position_ids", "vision_window_index"]

@@ -7,7 +7,8 @@ kernel their attention ``forward`` takes this branch::
 
     lengths = cu_seqlens[1:] - cu_seqlens[:-1]
     splits = [torch.split(t, lengths.tolist(), dim=2) for t in (q, k, v)]
-    attn_output = torch.cat([attention_interface(self, q, k, v, ...)[0] for q, k, v in zip(*splits)], 1)
+    outputs = [attention_interface(self, q, k, v, ...)[0] for q, k, v in zip(*splits)]
+    attn_output = torch.cat(outputs, dim=1)
 
 ``cu_seqlens`` is computed from ``grid_thw`` with ``repeat_interleave``, so under ``torch.export``
 its length is an unbacked symbol and ``lengths.tolist()`` hits ``GuardOnDataDependentSymNode``.
@@ -19,9 +20,9 @@ Every one of those ``forward`` methods also has the varlen branch, taken when
 (no loop, no ``.tolist()``) and one masked attention, numerically equal to the per-segment loop.
 
 The routing is local to one call: the attention module's ``config`` is swapped for a read-only view
-that reports :data:`PACKED_ATTENTION_IMPLEMENTATION`, and ``AttentionInterface.get_interface``
-resolves that name to :func:`packed_attention_forward`. Nothing in transformers' global attention
-registry is changed.
+that reports :data:`PACKED_ATTENTION_IMPLEMENTATION`, and that name is registered in transformers'
+``AttentionInterface`` (mapped to :func:`packed_attention_forward`) only while the call runs; both
+are undone in ``finally``.
 
 Cost: the mask is ``(num_patches, num_patches)`` booleans per call, where the loop held only the
 per-image blocks; fine for export, but quadratic in the total number of packed patches.
@@ -30,6 +31,7 @@ per-image blocks; fine for export, but quadratic in the total number of packed p
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 from typing import Any
 
@@ -61,7 +63,8 @@ PACKED_ATTENTION_TARGETS: tuple[str, ...] = (
     "transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe.Qwen3VLMoeVisionAttention.forward",
     "transformers.models.qwen3_5.modeling_qwen3_5.Qwen3_5VisionAttention.forward",
     "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeVisionAttention.forward",
-    "transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe.Qwen3OmniMoeVisionAttention.forward",
+    "transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe"
+    ".Qwen3OmniMoeVisionAttention.forward",
     "transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe.Qwen3OmniMoeAudioAttention.forward",
     "transformers.models.qwen3_asr.modeling_qwen3_asr.Qwen3ASRAudioAttention.forward",
     "transformers.models.qwen4_exp.modeling_qwen4_exp.Qwen4ExpVisionAttention.forward",
@@ -70,10 +73,12 @@ PACKED_ATTENTION_TARGETS: tuple[str, ...] = (
     "transformers.models.glm5_next.modeling_glm5_next.Glm5NextVisionAttention.forward",
     "transformers.models.glm_image.modeling_glm_image.GlmImageVisionAttention.forward",
     "transformers.models.glm_ocr.modeling_glm_ocr.GlmOcrVisionAttention.forward",
-    "transformers.models.cohere_compass.modeling_cohere_compass.CohereCompassVisionAttention.forward",
+    "transformers.models.cohere_compass.modeling_cohere_compass"
+    ".CohereCompassVisionAttention.forward",
     "transformers.models.cosmos3_edge.modeling_cosmos3_edge.Cosmos3EdgeVisionAttention.forward",
     "transformers.models.dots3_note.modeling_dots3_note.Dots3NoteVisionAttention.forward",
-    "transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe.Ernie4_5_VLMoeVisionAttention.forward",
+    "transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe"
+    ".Ernie4_5_VLMoeVisionAttention.forward",
     "transformers.models.exaone4_5.modeling_exaone4_5.Exaone4_5_VisionAttention.forward",
     "transformers.models.hunyuan_vl.modeling_hunyuan_vl.HunYuanVLVisionAttention.forward",
     "transformers.models.hy_v4_vl.modeling_hy_v4_vl.HYV4VLVisionAttention.forward",
@@ -106,8 +111,12 @@ def _segment_ids(cu_seqlens: torch.Tensor, length: int | torch.SymInt) -> torch.
         ``(S,)`` int64 segment ids; positions past ``cu_seqlens[-1]`` get ``num_segments``.
     """
     positions = torch.arange(length, device=cu_seqlens.device, dtype=torch.int64)
-    ends = cu_seqlens[1:].to(torch.int64)
-    return (positions[:, None] >= ends[None, :]).sum(dim=-1)
+    # count the boundaries at or below each position, cu_seqlens[0] == 0 included, minus one:
+    # comparing against the whole tensor, not the slice cu_seqlens[1:], keeps a
+    # (num_segments,)-sized intermediate out of the graph, whose contiguity check would guard
+    # num_segments >= 2 when cu_seqlens is an input with a dynamic length
+    boundaries = cu_seqlens.to(torch.int64)
+    return (positions[:, None] >= boundaries[None, :]).sum(dim=-1) - 1
 
 
 def block_diagonal_mask(
@@ -136,11 +145,18 @@ def block_diagonal_mask(
 
 
 def _combine(block: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """``block`` and an optional extra mask (bool: True = attend, or additive float) as one."""
     if attention_mask is None:
         return block
     if attention_mask.dtype == torch.bool:
         return block & attention_mask
-    return attention_mask.masked_fill(~block, torch.finfo(attention_mask.dtype).min)
+    return torch.where(block, attention_mask, torch.finfo(attention_mask.dtype).min)
+
+
+def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Boolean mask (True = attend) as an additive mask: 0 where allowed, dtype's min elsewhere."""
+    zero = torch.zeros((), dtype=dtype, device=allowed.device)
+    return torch.where(allowed, zero, torch.finfo(dtype).min)
 
 
 def packed_attention_forward(
@@ -185,28 +201,18 @@ def packed_attention_forward(
     """
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    config = module.config
-    implementation = getattr(config, "wrapped_attn_implementation", None)
     if cu_seq_lens_q is not None:
         if cu_seq_lens_k is None:
             cu_seq_lens_k = cu_seq_lens_q
         block = block_diagonal_mask(cu_seq_lens_q, cu_seq_lens_k, query.shape[2], key.shape[2])
-    else:
-        block = None
+        attention_mask = _combine(block, attention_mask)
+    implementation = getattr(module.config, "wrapped_attn_implementation", None)
     if implementation == "eager":
         eager = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
         if eager is not None:
-            if block is not None:
-                additive = torch.zeros(block.shape, dtype=query.dtype, device=query.device)
-                additive = additive.masked_fill(~block, torch.finfo(query.dtype).min)
-                if attention_mask is not None:
-                    additive = _combine(block, attention_mask) if attention_mask.dtype.is_floating_point \
-                        else additive.masked_fill(~attention_mask, torch.finfo(query.dtype).min)
-                attention_mask = additive
+            if attention_mask is not None and attention_mask.dtype == torch.bool:
+                attention_mask = _additive(attention_mask, query.dtype)
             return eager(module, query, key, value, attention_mask, **kwargs)
-    if block is not None:
-        attention_mask = _combine(block, attention_mask)
-    kwargs["is_causal"] = False if block is not None else kwargs.get("is_causal")
     return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
 
@@ -228,6 +234,8 @@ class _PackedAttentionConfig:
         return self._wrapped._attn_implementation
 
     def __getattr__(self, name: str) -> Any:
+        if name == "_wrapped":  # not yet set (copy, unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self._wrapped, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -236,6 +244,25 @@ class _PackedAttentionConfig:
 
 def _is_flash(implementation: str | None) -> bool:
     return implementation is not None and "flash" in implementation
+
+
+_UNUSED_MAX_SEQLEN = 0
+"""Placeholder ``max_seqlen`` handed to a routed ``forward``; only flash kernels read it."""
+
+
+def _parameter_position(function: Any, name: str) -> int | None:
+    """Index of parameter ``name`` among ``function``'s arguments after ``self``, or None."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    for index, parameter in enumerate(parameters[1:]):
+        if parameter.name == name and parameter.kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        ):
+            return index
+    return None
 
 
 @register_patch(
@@ -261,41 +288,33 @@ def route_packed_attention_through_varlen(original: Any) -> Any:
         https://github.com/pytorch/pytorch/issues/158786
     """
 
+    max_seqlen_position = _parameter_position(original, "max_seqlen")
+
     @functools.wraps(original)
     def forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
         config = self.__dict__.get("config")
         if config is None or _is_flash(getattr(config, "_attn_implementation", None)):
             return original(self, *args, **kwargs)
+        if (
+            max_seqlen_position is not None
+            and len(args) <= max_seqlen_position
+            and kwargs.get("max_seqlen") is None
+        ):
+            # get_max_seqlen would compute `.max().item()` for the varlen branch: a dead
+            # data-dependent scalar in the graph. packed_attention_forward ignores the value.
+            kwargs["max_seqlen"] = _UNUSED_MAX_SEQLEN
+        from transformers.modeling_utils import AttentionInterface
+
+        mapping = AttentionInterface._global_mapping
+        added = PACKED_ATTENTION_IMPLEMENTATION not in mapping
+        if added:
+            mapping[PACKED_ATTENTION_IMPLEMENTATION] = packed_attention_forward
         self.__dict__["config"] = _PackedAttentionConfig(config)
         try:
             return original(self, *args, **kwargs)
         finally:
             self.__dict__["config"] = config
+            if added:
+                mapping.pop(PACKED_ATTENTION_IMPLEMENTATION, None)
 
     return forward
-
-
-@register_patch(
-    "dynamo",
-    "transformers.modeling_utils.AttentionInterface.get_interface",
-    reason=(
-        "resolves the routing name used by the packed-attention patch to "
-        "packed_attention_forward; every other name resolves as before"
-    ),
-    upstream=_UPSTREAM,
-    versions=_VERSIONS,
-)
-def resolve_packed_attention(original: Any) -> Any:
-    """Make ``AttentionInterface.get_interface`` resolve :data:`PACKED_ATTENTION_IMPLEMENTATION`.
-
-    Source:
-        https://github.com/pytorch/pytorch/issues/158786
-    """
-
-    @functools.wraps(original)
-    def get_interface(self: Any, attn_implementation: str | None, default: Any) -> Any:
-        if attn_implementation == PACKED_ATTENTION_IMPLEMENTATION:
-            return packed_attention_forward
-        return original(self, attn_implementation, default)
-
-    return get_interface
