@@ -29,6 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 def _load():
     import transformers
+
     from export_core.cli import demo_model_dir
     from export_core.inputs import build_input_sets
 
@@ -123,7 +124,7 @@ def main() -> None:
         rss_ours = max(r["peak_rss_mb"] for r in results["export-onnx"])
         rss_bare = max(r["peak_rss_mb"] for r in results["bare"])
         onnx_ms, eager_ms, shape = latency(os.path.join(tmp, "export-onnx-0", "model.onnx"), args.iters)
-    print("export wall time (median of %d, fresh process each)" % args.repeat)
+    print(f"export wall time (median of {args.repeat}, fresh process each)")
     print(f"  export-onnx            {ours:7.2f} s")
     print(f"  bare torch.onnx.export {bare:7.2f} s")
     print(f"  ratio                  {ours / bare:7.3f}   (target <= 1.15)")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
