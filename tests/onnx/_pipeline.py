@@ -1,17 +1,9 @@
-"""A stand-in for ``export_onnx.export`` while the OnnxExporter is being written.
+"""Test helpers over the public API: ``export_onnx.export`` and ONNX Runtime.
 
-It drives the five ONNX stages with the project's registries, in the order the exporter will:
-
-1. ``torch.export.export`` under the ``"dynamo"`` patches,
-2. the ``"onnx"`` torch patches, installed for the rest of the export,
-3. the ``"onnx"`` FX node fixes on the exported program, and again on the decomposed program
-   ``torch.onnx`` builds internally (the ``"onnx"`` patch of
-   ``ExportedProgram.run_decompositions`` in :mod:`export_onnx.patches`),
-4. ``torch.onnx.export`` with the custom translation table and the optimizer on,
-5. the IR fixes on the optimized ``onnx_ir.Model``,
-
-then saves the model and runs it in ONNX Runtime (CPU). Tests switch to the public API once it
-exists; keep this helper's signature simple.
+``export_with_workarounds`` runs ``export_onnx.export`` (capture under the ``"dynamo"`` patches,
+the ``"onnx"`` torch patches, node fixes on the captured and on the decomposed program, the
+translation table, IR fixes) and returns the finished model with what fired, so the tests can
+check both the numbers and that the workaround under test was the one that did the work.
 """
 
 from __future__ import annotations
@@ -26,12 +18,9 @@ import onnx_ir as ir
 import onnxruntime as ort
 import torch
 
-import export_onnx.workarounds  # noqa: F401  (registers the workarounds)
-from export_core.fixes import apply_fx_node_fixes
-from export_core.patching import EXPORT_LOCK, PatchSession, apply_patches
-from export_onnx.ir_fixes import apply_ir_fixes
-from export_onnx.patches import refixed_after_decompositions
-from export_onnx.translations import translation_table
+import export_onnx
+from export_core.patching import PatchSession
+from export_onnx.ir_fixes import ir_fix_records
 
 __all__ = ["PipelineResult", "export_with_workarounds", "run_model", "run_onnx_pipeline"]
 
@@ -71,7 +60,7 @@ def _flat(value: Any) -> list[torch.Tensor]:
 def export_with_workarounds(
     model: torch.nn.Module, args: tuple, dynamic_shapes: Any = None
 ) -> PipelineResult:
-    """Export ``model`` through stages 1-5 with every registered workaround.
+    """Export ``model`` with ``export_onnx.export`` (every registered workaround active).
 
     Args:
         model: the module to export (put in eval mode by the caller).
@@ -81,24 +70,22 @@ def export_with_workarounds(
     Returns:
         The :class:`PipelineResult`.
     """
-    session = PatchSession()
-    fx_fixes: list[str] = []
-    with EXPORT_LOCK:
-        with apply_patches("dynamo", session):
-            ep = torch.export.export(model, args, dynamic_shapes=dynamic_shapes)
-        with apply_patches("onnx", session):
-            refixed_after_decompositions()
-            fx_fixes += apply_fx_node_fixes(ep, "onnx")
-            program = torch.onnx.export(
-                ep,
-                dynamo=True,
-                custom_translation_table=translation_table(),
-                optimize=True,
-                verbose=False,
-            )
-            fx_fixes += [n for n in refixed_after_decompositions() if n not in fx_fixes]
-        ir_fixes = apply_ir_fixes(program.model)
-    return PipelineResult(program.model, fx_fixes, ir_fixes, session)
+    result = export_onnx.export(
+        model, args, dynamic=dynamic_shapes is not None, dynamic_shapes=dynamic_shapes,
+        validate=False,
+    )
+    report = result.report
+    ir_names = {rec.name for rec in ir_fix_records()}
+    applied = report["fixes"]["applied"]
+    session = PatchSession(
+        installed=list(report["patches"]["installed"]), fired=list(report["patches"]["fired"])
+    )
+    return PipelineResult(
+        result.program.model,
+        [n for n in applied if n not in ir_names],
+        [n for n in applied if n in ir_names],
+        session,
+    )
 
 
 def run_model(model: ir.Model, test_inputs: list[tuple]) -> list[list[np.ndarray]]:

@@ -103,6 +103,7 @@ class CaptureResult:
         input_names: artifact input names, in order.
         output_names: artifact output names, in order.
         patches: patches installed / fired / skipped during capture.
+        strategy: how ``torch.export`` succeeded (see :func:`_torch_export`).
     """
 
     program: torch.export.ExportedProgram
@@ -113,6 +114,7 @@ class CaptureResult:
     input_names: list[str]
     output_names: list[str]
     patches: PatchSession
+    strategy: str = "default"
 
 
 class SignatureAdapter(torch.nn.Module):
@@ -163,6 +165,63 @@ def _state_cleanup(model: torch.nn.Module) -> Iterator[None]:
                     delattr(m, k)
             for k, v in snap.items():
                 m.__dict__[k] = v
+
+
+def _is_constraint_violation(e: BaseException) -> bool:
+    return "Constraints violated" in str(e) or "constraint" in type(e).__name__.lower()
+
+
+def _torch_export(
+    module: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    dynamic_shapes: Any,
+    strict: bool,
+) -> tuple[torch.export.ExportedProgram, str]:
+    """``torch.export.export`` with a fallback for declared ranges the tracer cannot prove.
+
+    A plain export comes first. When it fails because a declared range is wider than what the
+    tracer can prove from the example (a guard such as ``n >= 5`` on a ``Dim(min=1)``: sizes
+    are assumed to be >= 2 and some branches specialise), it retries with size-oblivious
+    reasoning for backed sizes and runtime asserts instead of guards, as ``torch.onnx``'s own
+    capture does; then once more with torch's suggested fixes applied to ``dynamic_shapes``.
+
+    Returns:
+        The program and the strategy that produced it: ``"default"``, ``"size-oblivious"`` or
+        ``"size-oblivious+suggested-fixes"``.
+
+    Raises:
+        CaptureError: every attempt failed (the message is the first attempt's error).
+    """
+    try:
+        return torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict), "default"
+    except Exception as first:
+        if dynamic_shapes is None or not _is_constraint_violation(first):
+            raise CaptureError(f"torch.export failed: {first_line(first)}") from first
+        error: BaseException = first
+    from torch.fx.experimental import _config as fx_config
+
+    with fx_config.patch(backed_size_oblivious=True):
+        try:
+            program = torch.export.export(
+                module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict,
+                prefer_deferred_runtime_asserts_over_guards=True,
+            )
+            return program, "size-oblivious"
+        except Exception as e:
+            error = e
+        try:
+            from torch.export.dynamic_shapes import refine_dynamic_shapes_from_suggested_fixes
+
+            refined = refine_dynamic_shapes_from_suggested_fixes(str(error), dynamic_shapes)
+            program = torch.export.export(
+                module, args, kwargs, dynamic_shapes=refined, strict=strict,
+                prefer_deferred_runtime_asserts_over_guards=True,
+            )
+            return program, "size-oblivious+suggested-fixes"
+        except Exception:
+            pass
+    raise CaptureError(f"torch.export failed: {first_line(first)}") from first
 
 
 class DynamoExporter:
@@ -329,18 +388,12 @@ class DynamoExporter:
                         raise CaptureError(
                             f"the model's eager forward fails on the example inputs: {first_line(e)}"
                         ) from e
-                    try:
-                        program = torch.export.export(
-                            module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=cfg.strict
-                        )
-                    except ExportError:
-                        raise
-                    except Exception as e:
-                        raise CaptureError(f"torch.export failed: {first_line(e)}") from e
+                    program, strategy = _torch_export(module, args, kwargs, dynamic_shapes, cfg.strict)
             finally:
                 patch_ctx.__exit__(None, None, None)
 
         return CaptureResult(
+            strategy=strategy,
             program=program,
             module=module,
             args=args,
@@ -447,6 +500,7 @@ def _export_template(
             with EXPORT_LOCK, apply_patches(self.patch_backends, session):
                 capture = self.capture(model, inputs, recorder, session)
                 report.inputs, report.outputs = capture.input_names, capture.output_names
+                report.extra["capture_strategy"] = capture.strategy
                 program = self.lower(capture, recorder, report)
         finally:
             model.train(was_training)

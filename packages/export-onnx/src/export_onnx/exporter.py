@@ -17,7 +17,7 @@ from export_core.stages import StageListener, StageRecorder
 
 from . import workarounds as _workarounds  # noqa: F401  (registers the ONNX workarounds)
 from .ir_fixes import apply_ir_fixes
-from .patches import refixed_after_decompositions
+from .patches import refixed_after_decompositions, translations_used
 from .runner import OrtRunner
 from .translations import translation_table
 
@@ -73,6 +73,7 @@ class OnnxExporter(DynamoExporter):
         # The "onnx" patch on ExportedProgram.run_decompositions re-runs the node fixes on the
         # program torch.onnx decomposes internally (export_onnx.patches).
         refixed_after_decompositions()
+        translations_used()
         # ── Stage 3: FX node fixes ───────────────────────────────────────────────────────────
         with recorder.stage("fx_node_fixes"):
             applied += apply_fx_node_fixes(capture.program, "onnx")
@@ -100,6 +101,7 @@ class OnnxExporter(DynamoExporter):
             for name in refixed_after_decompositions():
                 if name not in applied:
                     applied.append(name)
+            report.extra["translations"] = {"used": translations_used()}
         # ── Stage 5: ONNX IR fixes ───────────────────────────────────────────────────────────
         with recorder.stage("ir_fixes"):
             applied += apply_ir_fixes(onnx_program.model)

@@ -8,7 +8,7 @@ from typing import Any
 from export_core.fixes import apply_fx_node_fixes
 from export_core.registry import register_patch
 
-__all__ = ["refixed_after_decompositions"]
+__all__ = ["refixed_after_decompositions", "translations_used"]
 
 _STATE = threading.local()
 
@@ -18,6 +18,29 @@ def refixed_after_decompositions() -> list[str]:
     out = list(getattr(_STATE, "applied", []))
     _STATE.applied = []
     return out
+
+
+def translations_used() -> list[str]:
+    """Names of custom translations whose ops appear in the programs decomposed since the last
+    call (and reset): these are the translations ``torch.onnx`` will use."""
+    out = list(getattr(_STATE, "translations", []))
+    _STATE.translations = []
+    return out
+
+
+def _record_translations(program: Any) -> None:
+    from .translations import _ONNX_TRANSLATION_TABLE
+
+    seen = getattr(_STATE, "translations", [])
+    for gm in program.graph_module.modules():
+        graph = getattr(gm, "graph", None)
+        if graph is None:
+            continue
+        for node in graph.nodes:
+            rec = _ONNX_TRANSLATION_TABLE.get(node.target) if node.op == "call_function" else None
+            if rec is not None and rec.name not in seen:
+                seen = [*seen, rec.name]
+    _STATE.translations = seen
 
 
 @register_patch(
@@ -34,6 +57,7 @@ def _rerun_node_fixes(original: Any) -> Any:
         applied = apply_fx_node_fixes(program, "onnx")
         seen = getattr(_STATE, "applied", [])
         _STATE.applied = seen + [a for a in applied if a not in seen]
+        _record_translations(program)
         return program
 
     return run_decompositions
