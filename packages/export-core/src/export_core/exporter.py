@@ -198,6 +198,7 @@ def _torch_export(
     except Exception as first:
         if dynamic_shapes is None or not _is_constraint_violation(first):
             raise CaptureError(f"torch.export failed: {first_line(first)}") from first
+        original: BaseException = first
         error: BaseException = first
     from torch.fx.experimental import _config as fx_config
 
@@ -221,7 +222,7 @@ def _torch_export(
             return program, "size-oblivious+suggested-fixes"
         except Exception:
             pass
-    raise CaptureError(f"torch.export failed: {first_line(first)}") from first
+    raise CaptureError(f"torch.export failed: {first_line(original)}") from original
 
 
 class DynamoExporter:
