@@ -1,0 +1,490 @@
+"""Build a tiny random-weight model of any ``transformers`` model type, with example inputs.
+
+``build_tiny_model("llama")`` shrinks the type's default configuration (:mod:`.shrink`), picks
+the class (:mod:`.catalog`), instantiates it in ``eval()`` mode with SDPA attention (eager when
+the class has no SDPA path), and builds two example input sets that an eager forward accepts
+(:mod:`.inputs`). ``save_tiny_model`` writes ``save_pretrained`` output (``config.json`` +
+``model.safetensors``) plus the example inputs, cached on disk per model type and
+``transformers`` version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from export_core.zoo.catalog import Modality, model_class_name, model_modality
+from export_core.zoo.inputs import ExampleInputs, make_example_inputs
+from export_core.zoo.shrink import TARGETS, ShrinkTargets, fix_modeling_defaults, shrink_config
+
+__all__ = [
+    "MAX_PARAMETERS",
+    "SHRINK_LADDER",
+    "TinyModel",
+    "ZooBuildError",
+    "build_tiny_model",
+    "load_tiny_model",
+    "save_tiny_model",
+    "tiny_config",
+    "zoo_cache_dir",
+]
+
+MAX_PARAMETERS = 20_000_000
+"""Refuse to allocate a model with more parameters than this (counted on the meta device)."""
+
+_BIG = 1 << 40
+
+SHRINK_LADDER: tuple[tuple[str, ShrinkTargets], ...] = (
+    ("default", TARGETS),
+    # Hybrid stacks (attention every k-th layer) and layer-index fields need more layers.
+    ("4 layers", replace(TARGETS, layers=4)),
+    ("all layers", replace(TARGETS, layers=_BIG, stage_depth=_BIG)),
+    # Geometry tied to the image / patch / window sizes in ways the generic rule misses.
+    ("original image geometry", replace(TARGETS, image=_BIG, patch=_BIG, window=_BIG)),
+    ("original heads", replace(TARGETS, heads=_BIG, kv_heads=_BIG, head_dim=_BIG)),
+    ("original positions", replace(TARGETS, positions=_BIG, source_positions=_BIG)),
+    (
+        "original audio geometry",
+        replace(TARGETS, mel_bins=_BIG, source_positions=_BIG, codebook=_BIG, codebooks=_BIG),
+    ),
+    ("original feed-forward", replace(TARGETS, intermediate=_BIG)),
+    ("original experts", replace(TARGETS, experts=_BIG, experts_per_token=_BIG)),
+    ("original vocabulary", replace(TARGETS, vocab=_BIG)),
+)
+"""Shrink targets tried in order until the model builds and its forward runs: the default
+first, then one dimension family at a time kept at its original size (as long as the model
+stays under :data:`MAX_PARAMETERS`)."""
+
+ZOO_METADATA = "zoo.json"
+ZOO_INPUTS = "example_inputs.safetensors"
+
+
+class ZooBuildError(RuntimeError):
+    """A tiny model could not be built; ``stage`` says where.
+
+    Attributes:
+        stage: ``"config"``, ``"class"``, ``"size"``, ``"instantiate"`` or ``"forward"``.
+        model_type: the model type being built.
+    """
+
+    def __init__(self, stage: str, model_type: str, message: str) -> None:
+        super().__init__(f"[{stage}] {model_type}: {message}")
+        self.stage = stage
+        self.model_type = model_type
+
+
+@dataclass
+class TinyModel:
+    """A tiny random-weight model and the inputs its eager forward accepts.
+
+    Attributes:
+        model_type: the ``config.model_type`` key.
+        model: the model, in ``eval()`` mode, float32, on CPU.
+        config: its (shrunk) configuration.
+        inputs: example inputs (one or two sets) that the eager forward accepted.
+        modality: input modality from the catalog.
+        class_name: name of the model class.
+        num_parameters: number of parameters.
+        attn_implementation: ``"sdpa"`` or ``"eager"``.
+        outputs: eager outputs of each input set (only when built with ``forward=True``).
+        shrink: name of the :data:`SHRINK_LADDER` rung that worked (``"default"`` mostly).
+    """
+
+    model_type: str
+    model: torch.nn.Module
+    config: Any
+    inputs: ExampleInputs
+    modality: Modality
+    class_name: str
+    num_parameters: int
+    attn_implementation: str
+    outputs: list[Any] = field(default_factory=list)
+    shrink: str = "default"
+
+
+def _first_line(e: BaseException) -> str:
+    """``Type: first line`` of an error; a first line ending in ``:`` (validation errors) gets
+    the next line too, which holds the actual reason."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    text = lines[0] if lines else ""
+    if text.endswith(":") and len(lines) > 1:
+        text = f"{text} {lines[1]}"
+    return f"{type(e).__name__}: {text[:300]}"
+
+
+def tiny_config(model_type: str, targets: ShrinkTargets = TARGETS) -> Any:
+    """The shrunk default configuration of ``model_type``.
+
+    Args:
+        model_type: a ``config.model_type`` key of ``CONFIG_MAPPING_NAMES``.
+        targets: upper bounds of each dimension family.
+
+    Returns:
+        A ``PreTrainedConfig`` in float32 with ``use_cache=False`` where the config has it.
+
+    Raises:
+        ZooBuildError: ``stage="config"`` when the default config or its shrunk form is rejected.
+    """
+    from transformers import AutoConfig
+
+    try:
+        default = AutoConfig.for_model(model_type)
+    except Exception as e:
+        raise ZooBuildError("config", model_type, "default config: " + _first_line(e)) from e
+    try:
+        config = shrink_config(default, targets=targets)
+    except Exception as e:
+        raise ZooBuildError("config", model_type, "shrunk config: " + _first_line(e)) from e
+    _set_everywhere(config, "dtype", torch.float32)
+    _set_everywhere(config, "use_cache", False)
+    return config
+
+
+def _set_everywhere(config: Any, name: str, value: Any) -> None:
+    seen: set[int] = set()
+    stack = [config]
+    while stack:
+        c = stack.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        if hasattr(c, name):
+            try:
+                setattr(c, name, value)
+            except Exception:  # noqa: BLE001 - read-only attribute on some configs
+                pass
+        for k, v in vars(c).items():
+            if not k.startswith("_") and hasattr(v, "to_dict") and hasattr(v, "model_type"):
+                stack.append(v)
+
+
+def _model_class(model_type: str) -> type:
+    import transformers
+
+    name = model_class_name(model_type)
+    if name is None:
+        raise ZooBuildError("class", model_type, "no model class in the auto mappings")
+    try:
+        return getattr(transformers, name)
+    except Exception as e:
+        raise ZooBuildError("class", model_type, f"{name}: " + _first_line(e)) from e
+
+
+def _config_for_class(cls: type, config: Any) -> Any:
+    """The config the class declares: a composite type's base class is sometimes built from one
+    of its sub-configs (``MusicgenModel`` takes the ``decoder`` config of ``MusicgenConfig``)."""
+    want = getattr(cls, "config_class", None)
+    if not isinstance(want, type) or isinstance(config, want):
+        return config
+    stack, seen = [config], set()
+    while stack:
+        c = stack.pop(0)
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        if isinstance(c, want):
+            return c
+        stack.extend(
+            v
+            for k, v in vars(c).items()
+            if not k.startswith("_") and hasattr(v, "to_dict") and hasattr(v, "model_type")
+        )
+    return config
+
+
+def _apply_modeling_defaults(config: Any, cls: type) -> None:
+    import inspect
+    import sys
+
+    module = sys.modules.get(cls.__module__)
+    if module is None:
+        return
+    # The model's module and the modeling modules it borrows classes from (modular models).
+    names = {cls.__module__} | {
+        v.__module__
+        for v in vars(module).values()
+        if isinstance(v, type) and v.__module__.startswith("transformers.models.")
+    }
+    # ... and the modules of the sub-configs' own model classes (built through AutoModel).
+    import transformers
+
+    stack, seen = [config], set()
+    while stack:
+        c = stack.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        sub_cls_name = model_class_name(getattr(c, "model_type", "") or "")
+        sub_cls = getattr(transformers, sub_cls_name, None) if sub_cls_name else None
+        if isinstance(sub_cls, type):
+            names.add(sub_cls.__module__)
+        stack.extend(
+            v
+            for k, v in vars(c).items()
+            if not k.startswith("_") and hasattr(v, "to_dict") and hasattr(v, "model_type")
+        )
+    sources = []
+    for name in sorted(names):
+        try:
+            sources.append(inspect.getsource(sys.modules[name]))
+        except (OSError, TypeError, KeyError):
+            continue
+    fix_modeling_defaults(config, "\n".join(sources))
+
+
+def _instantiate(cls: type, config: Any, model_type: str) -> tuple[torch.nn.Module, str]:
+    errors = []
+    for impl in ("sdpa", "eager"):
+        try:
+            model = cls._from_config(config, attn_implementation=impl, dtype=torch.float32)
+            return model.eval(), impl
+        except Exception as e:  # noqa: BLE001 - try eager next
+            errors.append(e)
+            if not _is_attn_error(e):
+                break
+    raise ZooBuildError("instantiate", model_type, _first_line(errors[-1])) from errors[-1]
+
+
+def _is_attn_error(e: BaseException) -> bool:
+    text = str(e).lower()
+    return "sdpa" in text or "attn_implementation" in text or "attention" in text
+
+
+def _forward(model: torch.nn.Module, inputs: dict[str, Any]) -> Any:
+    with torch.no_grad():
+        return model(**inputs)
+
+
+def _largest_parameters(model: torch.nn.Module, n: int = 3) -> str:
+    sizes = sorted(((p.numel(), name) for name, p in model.named_parameters()), reverse=True)
+    return ", ".join(f"{name} {num:,}" for num, name in sizes[:n])
+
+
+def _count_on_meta(cls: type, config: Any) -> tuple[int, str] | None:
+    try:
+        with torch.device("meta"):
+            m = cls._from_config(config)
+    except Exception:  # noqa: BLE001 - some models cannot be built on meta; rely on rlimits
+        return None
+    return sum(p.numel() for p in m.parameters()), _largest_parameters(m)
+
+
+def _build_once(
+    model_type: str,
+    targets: ShrinkTargets,
+    *,
+    forward: bool,
+    seed: int,
+    max_parameters: int,
+) -> TinyModel:
+    config = tiny_config(model_type, targets)
+    cls = _model_class(model_type)
+    config = _config_for_class(cls, config)
+    _apply_modeling_defaults(config, cls)
+    counted = _count_on_meta(cls, config)
+    if counted is not None and counted[0] > max_parameters:
+        raise ZooBuildError(
+            "size",
+            model_type,
+            f"{counted[0]:,} parameters > {max_parameters:,} (largest: {counted[1]})",
+        )
+    torch.manual_seed(seed)
+    model, impl = _instantiate(cls, config, model_type)
+    outputs: list[Any] = []
+
+    def check(inputs: dict[str, Any]) -> None:
+        _forward(model, inputs)
+
+    try:
+        inputs = make_example_inputs(model, config, seed=seed, check=check if forward else None)
+    except Exception as e:
+        raise ZooBuildError("forward", model_type, _first_line(e)) from e
+    if forward:
+        outputs = [_forward(model, s) for s in inputs.sets]
+    return TinyModel(
+        model_type=model_type,
+        model=model,
+        config=config,
+        inputs=inputs,
+        modality=model_modality(model_type),
+        class_name=cls.__name__,
+        num_parameters=sum(p.numel() for p in model.parameters()),
+        attn_implementation=impl,
+        outputs=outputs,
+    )
+
+
+_NO_RETRY = ("ImportError", "ModuleNotFoundError", "[class]")
+
+
+def build_tiny_model(
+    model_type: str,
+    *,
+    forward: bool = True,
+    seed: int = 0,
+    max_parameters: int = MAX_PARAMETERS,
+    targets: ShrinkTargets | None = None,
+) -> TinyModel:
+    """Build a tiny random-weight model of ``model_type`` with example inputs.
+
+    Args:
+        model_type: a ``config.model_type`` key (``MODEL_MAPPING_NAMES`` or, for types without a
+            base model, one of the head mappings).
+        forward: run the eager forward on each input set while choosing the inputs (recommended;
+            without it the first input recipe is taken unchecked).
+        seed: seed of the weights and the inputs.
+        max_parameters: refuse to allocate a bigger model (counted on the meta device first).
+        targets: shrink with exactly these targets; ``None`` walks :data:`SHRINK_LADDER` until
+            a rung works.
+
+    Returns:
+        The model record; ``outputs`` holds the eager outputs when ``forward`` is true.
+
+    Raises:
+        ZooBuildError: the default rung's error (config, class, size, instantiate, forward) when
+            no rung works.
+    """
+    ladder = SHRINK_LADDER if targets is None else (("custom", targets),)
+    first_error: ZooBuildError | None = None
+    for name, rung in ladder:
+        try:
+            tiny = _build_once(
+                model_type, rung, forward=forward, seed=seed, max_parameters=max_parameters
+            )
+        except ZooBuildError as e:
+            if first_error is None:
+                first_error = e
+            if any(marker in str(e) for marker in _NO_RETRY):
+                break
+            continue
+        tiny.shrink = name
+        return tiny
+    assert first_error is not None
+    raise first_error
+
+
+def _rules_digest() -> str:
+    """Short digest of the zoo's rule modules, so a cache built by other rules is not reused."""
+    import hashlib
+
+    h = hashlib.sha256()
+    here = Path(__file__).parent
+    for name in ("shrink.py", "inputs.py", "build.py"):
+        h.update((here / name).read_bytes())
+    return h.hexdigest()[:10]
+
+
+def zoo_cache_dir() -> Path:
+    """Directory of cached tiny models for this ``transformers`` version and these rules.
+
+    ``$EXPORT_CORE_ZOO_CACHE`` (default ``~/.cache/export_core/zoo``) /
+    ``transformers-<version>`` / ``rules-<digest of shrink.py, inputs.py, build.py>``; each model
+    type is a sub-folder.
+    """
+    import transformers
+
+    root = os.environ.get("EXPORT_CORE_ZOO_CACHE") or Path.home() / ".cache" / "export_core" / "zoo"
+    return Path(root) / f"transformers-{transformers.__version__}" / f"rules-{_rules_digest()}"
+
+
+def _write_model_dir(tiny: TinyModel, directory: Path) -> None:
+    from safetensors.torch import save_file
+
+    tiny.model.save_pretrained(directory)
+    tensors = {
+        f"set{i}.{k}": v.contiguous()
+        for i, s in enumerate(tiny.inputs.sets)
+        for k, v in s.items()
+        if isinstance(v, torch.Tensor)
+    }
+    if tensors:
+        save_file(tensors, str(directory / ZOO_INPUTS))
+    meta = {
+        "model_type": tiny.model_type,
+        "class_name": tiny.class_name,
+        "modality": str(tiny.modality),
+        "num_parameters": tiny.num_parameters,
+        "attn_implementation": tiny.attn_implementation,
+        "recipe": tiny.inputs.recipe,
+        "shrink": tiny.shrink,
+        "inputs": tiny.inputs.describe(),
+    }
+    (directory / ZOO_METADATA).write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def save_tiny_model(
+    model_type: str,
+    directory: str | os.PathLike[str] | None = None,
+    *,
+    use_cache: bool = True,
+) -> Path:
+    """Write a tiny model of ``model_type`` as a Hugging Face model directory.
+
+    The directory holds ``config.json``, ``model.safetensors``, ``zoo.json`` (class, modality,
+    input recipe and shapes) and ``example_inputs.safetensors`` (tensors named
+    ``set<i>.<forward argument>``). Built directories are cached under :func:`zoo_cache_dir`
+    so repeated sweeps do not rebuild.
+
+    Args:
+        model_type: a ``config.model_type`` key.
+        directory: where to write; ``None`` returns the cache directory itself.
+        use_cache: reuse (and fill) the cache; ``False`` always rebuilds.
+
+    Returns:
+        The model directory.
+
+    Raises:
+        ZooBuildError: when the model cannot be built.
+    """
+    cached = zoo_cache_dir() / model_type
+    if not (use_cache and (cached / ZOO_METADATA).is_file()):
+        tiny = build_tiny_model(model_type)
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{model_type}-", dir=cached.parent))
+        try:
+            _write_model_dir(tiny, tmp)
+            if cached.exists():
+                shutil.rmtree(cached)
+            tmp.rename(cached)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    if directory is None:
+        return cached
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    for item in cached.iterdir():
+        shutil.copy2(item, target / item.name)
+    return target
+
+
+def load_tiny_model(directory: str | os.PathLike[str]) -> tuple[torch.nn.Module, ExampleInputs]:
+    """Load a directory written by :func:`save_tiny_model` with its example inputs.
+
+    Args:
+        directory: the model directory.
+
+    Returns:
+        ``(model, inputs)``: the model in ``eval()`` mode and the saved example input sets.
+    """
+    import transformers
+    from safetensors.torch import load_file
+
+    directory = Path(directory)
+    meta = json.loads((directory / ZOO_METADATA).read_text())
+    cls = getattr(transformers, meta["class_name"])
+    model = cls.from_pretrained(directory, attn_implementation=meta["attn_implementation"])
+    sets: dict[int, dict[str, Any]] = {}
+    if (directory / ZOO_INPUTS).is_file():
+        for key, value in load_file(str(directory / ZOO_INPUTS)).items():
+            idx, name = key.split(".", 1)
+            sets.setdefault(int(idx[3:]), {})[name] = value
+    inputs = ExampleInputs(sets=tuple(sets[i] for i in sorted(sets)), recipe=meta["recipe"])
+    return model.eval(), inputs

@@ -1,0 +1,235 @@
+"""Tiny-model zoo: representative builds, shrink rules, isolation, and the full sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from export_core.zoo import (  # noqa: E402
+    Job,
+    Modality,
+    WorkerPool,
+    base_model_types,
+    build_tiny_model,
+    build_zoo,
+    load_results,
+    load_tiny_model,
+    model_modality,
+    run_isolated,
+    save_tiny_model,
+    shrink_config_dict,
+    summarize,
+)
+
+REPRESENTATIVE = [
+    "bert",
+    "gpt2",
+    "llama",
+    "vit",
+    "whisper",
+    "t5",
+    "clip",
+    "wav2vec2",
+    "resnet",
+    "qwen2_vl",
+]
+MAX_TINY_PARAMETERS = 2_000_000  # 8 MB of float32
+
+
+def _leaves(out: object) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        return [t for v in out.values() for t in _leaves(v)]
+    if isinstance(out, list | tuple):
+        return [t for v in out for t in _leaves(v)]
+    if hasattr(out, "to_tuple"):
+        return _leaves(out.to_tuple())
+    return []
+
+
+# ── Representative builds ────────────────────────────────────────────────────────────────────
+@pytest.mark.parametrize("model_type", REPRESENTATIVE)
+def test_representative_model_builds_and_forwards(model_type: str) -> None:
+    tiny = build_tiny_model(model_type)
+    assert not tiny.model.training
+    assert tiny.num_parameters < MAX_TINY_PARAMETERS, tiny.num_parameters
+    assert len(tiny.outputs) == len(tiny.inputs.sets) == 2
+    for out in tiny.outputs:
+        leaves = _leaves(out)
+        assert leaves, "forward returned no tensor"
+        assert all(torch.isfinite(t).all() for t in leaves if t.is_floating_point())
+
+
+@pytest.mark.parametrize("model_type", ["bert", "llama", "vit", "whisper", "qwen2_vl"])
+def test_two_input_sets_differ_in_shape_and_avoid_size_one(model_type: str) -> None:
+    tiny = build_tiny_model(model_type, forward=False)
+    first, second = tiny.inputs.sets
+    assert tiny.inputs.shapes_differ
+    assert first.keys() == second.keys()
+    for name, value in first.items():
+        if isinstance(value, torch.Tensor) and value.dim() > 0:
+            assert value.shape[0] >= 2, (name, value.shape)  # torch.export specialises 0 / 1
+
+
+def test_text_inputs_have_padded_row_and_token_types() -> None:
+    tiny = build_tiny_model("bert", forward=False)
+    inputs = tiny.inputs.first
+    mask = inputs["attention_mask"]
+    assert mask[0].all() and not mask[-1].all()
+    assert inputs["token_type_ids"].max() == 1
+    vocab = tiny.config.vocab_size
+    assert int(inputs["input_ids"].max()) < vocab
+
+
+def test_multimodal_image_tokens_match_features() -> None:
+    tiny = build_tiny_model("qwen2_vl", forward=False)
+    ids = tiny.inputs.first["input_ids"]
+    n_tokens = int((ids == tiny.config.image_token_id).sum())
+    grid = tiny.inputs.first["image_grid_thw"]
+    merge = tiny.config.vision_config.spatial_merge_size
+    assert n_tokens == int(grid.prod(-1).sum()) // merge**2 > 0
+
+
+def test_encoder_decoder_gets_decoder_input_ids() -> None:
+    tiny = build_tiny_model("t5", forward=False)
+    assert "decoder_input_ids" in tiny.inputs.first
+
+
+def test_save_and_reload_round_trip(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("EXPORT_CORE_ZOO_CACHE", str(tmp_path / "cache"))
+    directory = save_tiny_model("llama", tmp_path / "llama")
+    assert (directory / "config.json").is_file()
+    assert (directory / "model.safetensors").is_file()
+    assert (directory / "model.safetensors").stat().st_size < 4 * MAX_TINY_PARAMETERS
+    model, inputs = load_tiny_model(directory)
+    assert len(inputs.sets) == 2
+    with torch.no_grad():
+        out = model(**inputs.first)
+    assert out.last_hidden_state.shape[:2] == inputs.first["input_ids"].shape
+    # The second call reuses the cache instead of rebuilding.
+    cached = save_tiny_model("llama")
+    assert cached.is_relative_to(tmp_path / "cache") and cached.name == "llama"
+    assert (cached / "zoo.json").is_file()
+
+
+# ── Catalog and shrink rules ─────────────────────────────────────────────────────────────────
+def test_catalog_covers_base_mapping_with_modalities() -> None:
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    types = base_model_types()
+    assert set(types) == set(MODEL_MAPPING_NAMES)
+    assert model_modality("bert") == Modality.TEXT
+    assert model_modality("vit") == Modality.VISION
+    assert model_modality("whisper") == Modality.AUDIO
+    assert model_modality("clip") == Modality.MULTIMODAL
+    assert model_modality("t5") == Modality.ENCODER_DECODER
+    assert model_modality("videomae") == Modality.VIDEO
+
+
+def test_shrink_keeps_divisibility_and_equalities() -> None:
+    d = {
+        "model_type": "demo",
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "layer_types": ["sliding_attention"] * 5 + ["full_attention"] + ["sliding_attention"] * 26,
+        "vocab_size": 128256,
+        "bos_token_id": 128000,
+        "eos_token_id": [128001, 128009],
+        "pad_token_id": 0,
+        "rope_parameters": {"rope_type": "default", "mrope_section": [16, 24, 24]},
+        "vision_config": {
+            "hidden_size": 1280,
+            "out_hidden_size": 4096,
+            "image_size": 336,
+            "patch_size": 14,
+            "num_heads": 16,
+        },
+    }
+    s = shrink_config_dict(d)
+    assert s["hidden_size"] % s["num_attention_heads"] == 0
+    assert s["num_attention_heads"] % s["num_key_value_heads"] == 0
+    assert s["num_key_value_heads"] < s["num_attention_heads"]  # GQA stays GQA
+    assert s["head_dim"] * s["num_attention_heads"] == s["hidden_size"]
+    assert s["num_hidden_layers"] == len(s["layer_types"]) == 2
+    assert set(s["layer_types"]) == {"sliding_attention", "full_attention"}
+    assert all(0 <= t < s["vocab_size"] for t in [s["bos_token_id"], *s["eos_token_id"]])
+    assert len({s["bos_token_id"], *s["eos_token_id"], s["pad_token_id"]}) == 4
+    assert sum(s["rope_parameters"]["mrope_section"]) == s["head_dim"] // 2
+    # Equal originals stay equal: the projector output matches the text width.
+    assert s["vision_config"]["out_hidden_size"] == s["hidden_size"]
+    assert s["vision_config"]["image_size"] % s["vision_config"]["patch_size"] == 0
+    assert d["hidden_size"] == 4096  # input untouched
+
+
+# ── Isolation ────────────────────────────────────────────────────────────────────────────────
+def test_isolated_job_ok_and_raising() -> None:
+    ok = run_isolated("math:sqrt", 16.0, timeout_s=60)
+    assert ok.status == "ok" and ok.value == 4.0
+    assert ok.peak_rss_mb is None or ok.peak_rss_mb > 0
+    bad = run_isolated("math:sqrt", -1.0, timeout_s=60)
+    assert bad.status == "fail"
+    assert bad.error is not None and bad.error.startswith("ValueError")
+
+
+def test_isolation_catches_over_memory_job() -> None:
+    result = run_isolated("builtins:bytearray", 8 * 1024**3, memory_mb=256, timeout_s=60)
+    assert result.status == "oom", result
+
+
+def test_isolation_catches_crash_and_timeout() -> None:
+    crash = run_isolated("os:abort", timeout_s=60)
+    assert crash.status == "fail" and crash.error_type == "WorkerCrash", crash
+    slow = run_isolated("time:sleep", 60, timeout_s=2)
+    assert slow.status == "timeout", slow
+    assert slow.seconds < 30
+
+
+def test_pool_survives_bad_jobs() -> None:
+    jobs = [
+        Job("os:abort", key="crash"),
+        Job("builtins:bytearray", (8 * 1024**3,), key="oom"),
+        Job("math:sqrt", (9.0,), key="ok1"),
+        Job("math:factorial", (5,), key="ok2"),
+    ]
+    pool = WorkerPool(2, memory_mb=256, timeout_s=60, preload=())
+    results = {job.key: res for job, res in pool.imap_unordered(jobs)}
+    assert results["crash"].status == "fail"
+    assert results["oom"].status == "oom"
+    assert results["ok1"].value == 3.0 and results["ok2"].value == 120
+
+
+@pytest.mark.slow
+def test_build_zoo_records_and_resumes(tmp_path) -> None:
+    out = tmp_path / "results.json"
+    lines: list[str] = []
+    build_zoo(["bert", "resnet"], out, workers=1, progress=lines.append)
+    data = load_results(out)
+    assert set(data["results"]) == {"bert", "resnet"}
+    assert all(r["status"] == "ok" and r["forward_ok"] for r in data["results"].values())
+    lines.clear()
+    build_zoo(["bert", "resnet"], out, workers=1, progress=lines.append)
+    assert lines[0].startswith("zoo: 0 to build")
+
+
+# ── The whole zoo ────────────────────────────────────────────────────────────────────────────
+@pytest.mark.slow
+@pytest.mark.sweep
+def test_full_zoo_build_rate(tmp_path) -> None:
+    out = os.environ.get("ZOO_RESULTS") or str(tmp_path / "zoo-results.json")
+    types = base_model_types()
+    data = build_zoo(types, out, workers=2)
+    summary = summarize(data, types)
+    print(summary.format())
+    failed = {t: r.get("reason") for t, r in data["results"].items() if r.get("status") != "ok"}
+    assert all(reason for reason in failed.values()), "every failure must carry a reason"
+    assert summary.rate >= 0.85, json.dumps(summary.failures, indent=1)[:4000]
