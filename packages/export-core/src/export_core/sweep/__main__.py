@@ -1,0 +1,12 @@
+"""``python -m export_core.sweep``: same as the ``export-sweep`` console script."""
+
+from __future__ import annotations
+
+import sys
+
+from export_core.sweep.cli import main
+
+__all__: list[str] = []
+
+if __name__ == "__main__":
+    sys.exit(main())

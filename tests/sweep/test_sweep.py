@@ -1,0 +1,173 @@
+"""Export sweep: the job, the resumable CLI run, COVERAGE.md and its check."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from export_core.sweep import (  # noqa: E402
+    SUBSETS,
+    SkipEntry,
+    compare,
+    coverage_markdown,
+    export_backend,
+    export_job,
+    parse_coverage,
+    totals,
+)
+from export_core.sweep import job as job_module  # noqa: E402
+from export_core.sweep.cli import main  # noqa: E402
+from export_core.zoo.inputs import ExampleInputs  # noqa: E402
+
+
+class TinyLinear(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x).relu()
+
+
+def _linear_inputs() -> ExampleInputs:
+    g = torch.Generator().manual_seed(0)
+    return ExampleInputs(
+        sets=({"x": torch.randn(2, 5, 4, generator=g)}, {"x": torch.randn(3, 7, 4, generator=g)}),
+        recipe="test",
+    )
+
+
+def _synthetic(status_onnx: str = "pass") -> dict:
+    return {
+        "versions": {"torch": "2.13", "transformers": "5.0"},
+        "results": {
+            "bert": {
+                "model_type": "bert",
+                "class_name": "BertModel",
+                "modality": "text",
+                "build": {"status": "ok"},
+                "backends": {
+                    "onnx": {"status": status_onnx, "stage": None, "error": None, "seconds": 1.0},
+                    "executorch": {
+                        "status": "fail",
+                        "stage": "lowering",
+                        "error": "LoweringError: op | not supported",
+                        "seconds": 2.0,
+                    },
+                },
+            },
+            "nope": {
+                "model_type": "nope",
+                "class_name": "",
+                "modality": "vision",
+                "build": {"status": "fail", "error": "ZooBuildError: [config] nope"},
+                "backends": {
+                    "onnx": {"status": "skip", "stage": "build", "error": "build failed"},
+                    "executorch": {"status": "skip", "stage": "build", "error": "build failed"},
+                },
+            },
+        },
+    }
+
+
+def test_ci_subset_covers_every_modality() -> None:
+    ci = SUBSETS["ci"]
+    assert len(ci) >= 40 and len(set(ci)) == len(ci)
+    for must in ("bert", "vit", "wav2vec2", "clip", "t5", "videomae"):
+        assert must in ci
+
+
+def test_coverage_roundtrip_and_compare() -> None:
+    data = _synthetic()
+    md = coverage_markdown(data)
+    assert "| torch | 2.13 |" in md and "## Totals per modality" in md
+    table = parse_coverage(md)
+    assert table["bert"] == {"onnx": "pass", "executorch": "fail"}
+    assert table["nope"] == {"onnx": "skip", "executorch": "skip"}
+    assert compare(table, data) == []
+    diffs = compare(table, _synthetic("fail"))
+    assert diffs == ["bert onnx: committed pass, now fail"]
+    tot = totals(data)
+    assert tot["text"] == {"types": 1, "built": 1, "onnx": {"pass": 1}, "executorch": {"fail": 1}}
+    assert tot["vision"]["built"] == 0
+
+
+def test_missing_backend_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(job_module.BACKEND_MODULES, "onnx", ("no_such_module_xyz", "export-onnx"))
+    r = export_backend(TinyLinear(), _linear_inputs(), "onnx")
+    assert r["status"] == "skip" and "export-onnx not installed" in r["error"]
+
+
+def test_build_failure_skips_every_backend() -> None:
+    rec = export_job("no_such_model_type_xyz")
+    assert rec["build"]["status"] == "fail"
+    for b in ("onnx", "executorch"):
+        assert rec["backends"][b]["status"] == "skip"
+        assert rec["backends"][b]["error"].startswith("build failed:")
+
+
+def test_skip_list_entry_that_passes_is_xpass() -> None:
+    entry = SkipEntry("x", "TinyLinear", "onnx", "synthetic entry for this test", "none needed")
+    r = export_backend(
+        TinyLinear(),
+        _linear_inputs(),
+        "onnx",
+        class_name="TinyLinear",
+        skips=[entry],
+        optimize_off=[entry],
+    )
+    assert r["status"] == "xpass", r
+    assert r["optimize"] is False and r["skip_reason"] == entry.reason
+
+
+def test_cli_sweep_resume_coverage_and_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "results.json"
+    args = ["--families", "bert", "vit", "--backend", "onnx", "-j", "2", "--out", str(out)]
+    assert main([*args, "--timeout", "240"]) == 0
+    data = json.loads(out.read_text())
+    assert set(data["results"]) == {"bert", "vit"}
+    assert set(data["versions"]) >= {"torch", "transformers", "onnxscript", "onnxruntime"}
+    for t, cls in (("bert", "BertModel"), ("vit", "ViTModel")):
+        rec = data["results"][t]
+        assert rec["class_name"] == cls and rec["build"]["status"] == "ok"
+        assert set(rec["backends"]) == {"onnx"}
+        assert rec["backends"]["onnx"]["status"] == "pass", rec
+        assert rec["backends"]["onnx"]["seconds"] > 0
+    capsys.readouterr()
+
+    # Resume: everything is recorded, nothing runs.
+    assert main(args) == 0
+    assert "0 exports to run (2 types already recorded)" in capsys.readouterr().err
+    assert json.loads(out.read_text())["results"] == data["results"]
+
+    md = tmp_path / "COVERAGE.md"
+    assert main(["coverage", str(out), "-o", str(md)]) == 0
+    text = md.read_text()
+    assert "| bert | BertModel | text | pass |" in text
+    assert main(["check", str(md), "--results", str(out)]) == 0
+
+    altered = tmp_path / "ALTERED.md"
+    altered.write_text(
+        text.replace("| vit | ViTModel | vision | pass |", "| vit | ViTModel | vision | fail |")
+    )
+    capsys.readouterr()
+    assert main(["check", str(altered), "--results", str(out)]) == 1
+    assert "vit onnx: committed fail, now pass" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_check_runs_a_fresh_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    md = tmp_path / "COVERAGE.md"
+    md.write_text(coverage_markdown(_synthetic("fail")))
+    # bert's ONNX export passes: the committed "fail" disagrees with the fresh sweep.
+    code = main(["check", str(md), "--families", "bert", "--backend", "onnx", "-j", "1"])
+    assert code == 1
+    assert "bert onnx: committed fail, now pass" in capsys.readouterr().out
