@@ -1,0 +1,90 @@
+"""``export_executorch.export``: one call from a model and inputs to a validated ``.pte``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from export_core.exporter import ExportResult
+from export_core.stages import StageListener
+
+from .exporter import ExecutorchConfig, ExecutorchExporter
+
+__all__ = ["export"]
+
+
+def export(
+    model: torch.nn.Module,
+    inputs: dict[str, Any] | tuple[Any, ...],
+    *,
+    output: str | os.PathLike[str] | None = None,
+    backend: str = "xnnpack",
+    dynamic: bool = True,
+    dynamic_shapes: Any = None,
+    validate: bool = True,
+    validation_inputs: Sequence[dict[str, Any] | tuple[Any, ...]] | None = None,
+    max_batch: int | None = None,
+    max_seq: int | None = None,
+    max_image_size: int | None = None,
+    constant_kwargs: dict[str, Any] | None = None,
+    strict: bool = False,
+    task: str | None = None,
+    atol: float = 1e-4,
+    rtol: float = 1e-3,
+    listener: StageListener | None = None,
+) -> ExportResult:
+    """Export ``model`` to an ExecuTorch program, run it in ``executorch.runtime`` against
+    eager PyTorch, and report.
+
+    Args:
+        model: any ``torch.nn.Module``.
+        inputs: ``forward`` keyword arguments (dict) or positional arguments (tuple). Axes meant
+            to be dynamic need example sizes >= 2 (size 1 specialises); they are then admitted
+            down to 1.
+        output: directory for ``model.pte`` and ``export_report.json``; ``None``: in memory.
+        backend: ``"xnnpack"`` (CPU, float32, XNNPACK delegate), ``"portable"`` (CPU, float32,
+            portable kernels) or ``"cuda"`` (bfloat16, AOTInductor; needs a CUDA GPU).
+        dynamic: ``Dim.AUTO`` on every input axis (ignored when ``dynamic_shapes`` is given).
+        dynamic_shapes: ``torch.export``'s ``dynamic_shapes`` structure.
+        validate: compare with eager at the export shapes and at ``validation_inputs`` (or at
+            shapes derived from the dynamic axes when omitted).
+        validation_inputs: further input sets at other shapes.
+        max_batch: upper bound of batch axes (default 8).
+        max_seq: upper bound of sequence axes (default: the config's position limit, <= 512).
+        max_image_size: upper bound of image height / width (default: ``config.image_size``,
+            else 224).
+        constant_kwargs: ``forward`` keyword arguments fixed at export (dict inputs only).
+        strict: trace with TorchDynamo.
+        task: recorded in the report.
+        atol, rtol: validation tolerances per element (the CUDA backend raises them to its
+            bfloat16 minimum).
+        listener: receives stage start/finish events and the delegation line (progress display).
+
+    Returns:
+        An ``ExportResult``: ``.path`` (``model.pte`` when ``output`` is set), ``.report``
+        (with ``backend``, ``bounds``, ``delegation`` and ``memory`` beside the contract's keys),
+        ``.program`` (the ``ExecutorchProgramManager``).
+
+    Raises:
+        export_core.InputError: unknown backend, a bound below an example size.
+        export_core.ExportError: a subclass naming the failed stage (``CaptureError``,
+            ``LoweringError``, ``RuntimeLoadError``, ``ValidationError``, ``OutputError``).
+    """
+    config = ExecutorchConfig(
+        dynamic=dynamic,
+        dynamic_shapes=dynamic_shapes,
+        strict=strict,
+        constant_kwargs=dict(constant_kwargs or {}),
+        backend=backend,
+        max_batch=max_batch,
+        max_seq=max_seq,
+        max_image_size=max_image_size,
+    )
+    exporter = ExecutorchExporter(config, listener=listener)
+    exporter.atol, exporter.rtol = atol, rtol
+    return exporter.export(
+        model, inputs, output=output, validate=validate, validation_inputs=validation_inputs, task=task
+    )

@@ -1,0 +1,71 @@
+"""The ``export-executorch`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from export_core.cli import base_parser, run_export
+from export_core.progress import RichStageListener
+
+from .backends import BACKENDS
+from .exporter import ExecutorchConfig, ExecutorchExporter
+
+__all__ = ["main", "build_parser"]
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``export-executorch [MODEL] [-o OUT] [--backend xnnpack|portable|cuda] [--static]
+    [--no-validate] [--max-batch N] [--max-seq N] [--max-image-size N]``."""
+    p = base_parser(
+        "export-executorch",
+        "Export a Hugging Face model directory (default: the embedded all-MiniLM-L6-v2) to an "
+        "ExecuTorch program and validate it in the ExecuTorch runtime against eager PyTorch.",
+        "model.pte",
+    )
+    p.add_argument("--backend", choices=BACKENDS, default="xnnpack",
+                   help="xnnpack: CPU, XNNPACK delegate (default); portable: CPU, portable "
+                   "kernels only; cuda: bfloat16 on a CUDA GPU")
+    p.add_argument("--max-batch", type=_positive, metavar="N",
+                   help="largest batch the program accepts (default 8)")
+    p.add_argument("--max-seq", type=_positive, metavar="N",
+                   help="longest sequence the program accepts (default: the config's position "
+                   "limit, at most 512)")
+    p.add_argument("--max-image-size", type=_positive, metavar="N",
+                   help="largest image height / width the program accepts (default: the "
+                   "config's image_size, else 224)")
+    return p
+
+
+def _make(args: argparse.Namespace, listener: RichStageListener) -> ExecutorchExporter:
+    config = ExecutorchConfig(
+        backend=args.backend,
+        max_batch=args.max_batch,
+        max_seq=args.max_seq,
+        max_image_size=args.max_image_size,
+    )
+    return ExecutorchExporter(config, listener=listener)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code (0 only when export and validation passed)."""
+    args = build_parser().parse_args(argv)
+    return run_export(
+        args, prog="export-executorch", make_exporter=_make,
+        version_packages=("export-executorch", "executorch"),
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

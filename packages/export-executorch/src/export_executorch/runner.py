@@ -1,0 +1,188 @@
+"""Running an ExecuTorch program in ``executorch.runtime`` on one input set."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from export_core.errors import RuntimeLoadError
+from export_core.exporter import flat_feed
+
+__all__ = ["ExecutorchRunner", "NativeLog", "native_log", "registered_backends"]
+
+logger = logging.getLogger(__name__)
+
+_LOG_LOCK = threading.RLock()
+"""``sys.stderr`` is process-global: one capture at a time, so threads cannot strand it."""
+
+_NATIVE_HINTS = ("Attempted", "Check failed", "out of bounds", "Missing", "not found", "Error")
+
+
+class NativeLog:
+    """What the ExecuTorch C++ runtime wrote to stderr inside a :func:`native_log` block."""
+
+    text: str = ""
+
+    def reason(self) -> str:
+        """The most telling native line (a failed check, a resize beyond its bound), or ``""``."""
+        lines = [ln.strip() for ln in self.text.splitlines() if ln.strip()]
+        for hint in _NATIVE_HINTS:
+            for ln in lines:
+                if hint in ln:
+                    return ln.split("] ", 1)[-1]
+        return ""
+
+
+@contextlib.contextmanager
+def native_log() -> Iterator[NativeLog]:
+    """Capture what the ExecuTorch runtime logs while it loads or runs a program.
+
+    The runtime's C++ log (CPU probing, the failed check behind an ``0x12``) reaches Python's
+    ``sys.stderr`` through the pybindings; the command line promises one line on failure, so the
+    log is kept (at debug level) and its telling line goes into the error message instead.
+    Captures are serialized across threads (the runtime calls inside run one at a time).
+    """
+    log = NativeLog()
+    sink = io.StringIO()
+    try:
+        with _LOG_LOCK, contextlib.redirect_stderr(sink):
+            yield log
+    finally:
+        log.text = sink.getvalue()
+        if log.text:
+            logger.debug("ExecuTorch runtime log:\n%s", log.text)
+
+
+def registered_backends() -> list[str]:
+    """Delegate backends compiled into the installed ExecuTorch runtime (``XnnpackBackend``, ...)."""
+    from executorch.runtime import Runtime
+
+    return list(Runtime.get().backend_registry.registered_backend_names)
+
+
+def _why(log: NativeLog) -> str:
+    reason = log.reason()
+    return f" ({reason})" if reason else ""
+
+
+def _first_line(e: BaseException) -> str:
+    return next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+
+
+class ExecutorchRunner:
+    """An ExecuTorch ``forward`` method that takes the same input sets as the eager model.
+
+    The :class:`~executorch.runtime.Program` stays referenced by the runner for as long as its
+    method runs: when only the method is kept, the program is collected and later ``execute``
+    calls can crash.
+
+    Args:
+        program: a ``.pte`` path or the serialized program bytes.
+        order: keys of the export input dict, in traced order (to flatten dict input sets).
+        dtype: floating dtype the program expects; float inputs are cast to it.
+        data_path: the ``.ptd`` file with the program's external data (CUDA weights), if any.
+        runtime_backend: delegate the program needs (``"XnnpackBackend"``); checked up front
+            so a runtime without it fails with a clear message.
+
+    Raises:
+        RuntimeLoadError: the runtime lacks the delegate, or cannot load the program or its
+            ``forward`` method (missing kernel, unsupported op, arena too large).
+    """
+
+    def __init__(
+        self,
+        program: str | Path | bytes,
+        order: Sequence[str] = (),
+        *,
+        dtype: torch.dtype = torch.float32,
+        data_path: str | Path | None = None,
+        runtime_backend: str | None = None,
+    ) -> None:
+        try:
+            from executorch.runtime import Runtime
+        except ImportError as e:  # pragma: no cover - executorch is a dependency
+            raise RuntimeLoadError(f"executorch.runtime cannot be imported: {e}") from e
+        runtime = Runtime.get()
+        if runtime_backend is not None and not runtime.backend_registry.is_available(runtime_backend):
+            have = ", ".join(runtime.backend_registry.registered_backend_names) or "none"
+            raise RuntimeLoadError(
+                f"the installed ExecuTorch runtime has no {runtime_backend} "
+                f"(registered backends: {have}); install an ExecuTorch build with it"
+            )
+        error: Exception | None = None
+        with native_log() as log:
+            try:
+                self.program = runtime.load_program(
+                    program if isinstance(program, bytes) else Path(program), data_path=data_path
+                )
+            except Exception as e:
+                error = e
+        if error is not None:
+            raise RuntimeLoadError(
+                f"ExecuTorch cannot load the program: {_first_line(error)}{_why(log)}"
+            ) from error
+        with native_log() as log:
+            try:
+                method = self.program.load_method("forward")
+            except Exception as e:
+                error = e
+        if error is not None:
+            raise RuntimeLoadError(
+                f"ExecuTorch cannot load method forward (missing kernel or unsupported op?): "
+                f"{_first_line(error)}{_why(log)}"
+            ) from error
+        if method is None:
+            raise RuntimeLoadError("the program has no method forward")
+        self.method = method
+        self.order = list(order)
+        self.dtype = dtype
+
+    def _feed(self, inputs: dict[str, Any] | tuple[Any, ...]) -> list[Any]:
+        feed = []
+        for leaf in flat_feed(inputs, self.order):
+            if isinstance(leaf, torch.Tensor):
+                leaf = leaf.detach().cpu()
+                if leaf.is_floating_point() and leaf.dtype != self.dtype:
+                    leaf = leaf.to(self.dtype)
+                leaf = leaf.contiguous()
+            feed.append(leaf)
+        return feed
+
+    def __call__(self, inputs: dict[str, Any] | tuple[Any, ...]) -> list[Any]:
+        """Run ``forward`` on one input set (a dict like the export inputs, or a tuple).
+
+        Returns:
+            The output leaves in flatten order, as CPU tensors (bfloat16 outputs as float32).
+
+        Raises:
+            RuntimeLoadError: ``execute`` failed (an input beyond its planned bound, a kernel
+                error).
+        """
+        feed = self._feed(inputs)
+        error: Exception | None = None
+        with native_log() as log:
+            try:
+                outputs = self.method.execute(feed)
+            except Exception as e:
+                error = e
+        if error is not None:
+            shapes = [tuple(t.shape) for t in feed if isinstance(t, torch.Tensor)]
+            raise RuntimeLoadError(
+                f"ExecuTorch failed to run forward at input shapes {shapes}: "
+                f"{_first_line(error)}{_why(log)}"
+            ) from error
+        out = []
+        for o in outputs:
+            if isinstance(o, torch.Tensor):
+                o = o.detach().cpu()
+                if o.dtype == torch.bfloat16:
+                    o = o.float()
+            out.append(o)
+        return out

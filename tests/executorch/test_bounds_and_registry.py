@@ -1,0 +1,78 @@
+"""Cheap checks of the bound choice and of the registered ExecuTorch workarounds (no lowering)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.export import Dim
+
+from export_core.errors import InputError
+from export_core.registry import describe
+from export_executorch import workarounds
+from export_executorch.bounds import apply_dim_bounds, axis_role, dim_limits
+
+
+class _Config:
+    def __init__(self, **kw: object) -> None:
+        self.__dict__.update(kw)
+
+
+def test_limits_from_config_capped_and_overridden() -> None:
+    small = dim_limits(_Config(max_position_embeddings=128, image_size=32))
+    assert (small.max_batch, small.max_seq, small.max_image_size) == (8, 128, 32)
+    assert small.sources == {"max_batch": "default", "max_seq": "config.max_position_embeddings",
+                             "max_image_size": "config.image_size"}
+    huge = dim_limits(_Config(max_position_embeddings=131072))
+    assert huge.max_seq == 512 and huge.sources["max_seq"].startswith("default cap")
+    nested = dim_limits(_Config(text_config=_Config(n_positions=64)))
+    assert nested.max_seq == 64
+    plain = dim_limits(None, max_batch=3, max_seq=40)
+    assert (plain.max_batch, plain.max_seq, plain.max_image_size) == (3, 40, 224)
+    assert plain.sources["max_batch"] == plain.sources["max_seq"] == "option"
+    with pytest.raises(InputError, match="max_batch must be at least 3 to keep the axis dynamic"):
+        dim_limits(None, max_batch=2)
+
+
+def test_axis_roles() -> None:
+    ids, pixels = torch.zeros(2, 8, dtype=torch.long), torch.zeros(2, 3, 32, 32)
+    assert [axis_role("input_ids", ids, a) for a in range(2)] == ["batch", "sequence"]
+    assert [axis_role("pixel_values", pixels, a) for a in range(4)] == [
+        "batch", "sequence", "image", "image"]
+
+
+def test_bounds_written_into_the_program() -> None:
+    class Add(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return x + y.sum(-1, keepdim=True)
+
+    x, y = torch.randn(3, 5), torch.randn(3, 7)
+    ep = torch.export.export(Add(), (x, y), dynamic_shapes=({0: Dim.AUTO, 1: Dim.AUTO},
+                                                             {0: Dim.AUTO, 1: Dim.AUTO}))
+    plan = apply_dim_bounds(ep, ["x", "y"], dim_limits(None, max_batch=4, max_seq=16))
+    got = {(d.input, d.axis): (d.role, d.min, d.max) for d in plan.dims}
+    assert got == {("x", 0): ("batch", 1, 4), ("x", 1): ("sequence", 1, 16),
+                   ("y", 0): ("batch", 1, 4), ("y", 1): ("sequence", 1, 16)}
+    assert sorted((int(r.lower), int(r.upper)) for r in ep.range_constraints.values()) == [
+        (1, 4), (1, 16), (1, 16)]
+    with pytest.raises(InputError, match=r"max_seq=4 is below the example size 5 of x\[1\]"):
+        apply_dim_bounds(ep, ["x", "y"], dim_limits(None, max_seq=4))
+
+
+def test_workarounds_are_registered_with_reason_and_upstream() -> None:
+    assert workarounds.__all__ == ["list_return_validator", "view_after_sdpa"]
+    rows = {r["name"]: r for r in describe(["executorch"])}
+    patch = rows["executorch:executorch.exir.verification.arg_validator.EdgeOpArgValidator.call_function"]
+    assert patch["kind"] == "patch" and patch["resolvable"], patch["problem"]
+    fix = rows["clone_before_view_of_attention"]
+    assert fix["kind"] == "fx_node_fix"
+    assert fix["upstream"] == "https://github.com/pytorch/pytorch/issues/136543"
+    assert all(r["reason"] and r["upstream"].startswith("https://github.com/") for r in rows.values())
+
+
+def test_arena_warning_only_above_one_gib() -> None:
+    from export_executorch.memory import arena_warning
+
+    assert arena_warning(354 << 20, {"max_batch": 8, "max_seq": 512}) is None
+    line = arena_warning(3 << 30, {"max_batch": 8, "max_seq": 512})
+    assert line is not None and line.startswith("the program plans 3.0 GiB")
+    assert "--max-batch" in line
