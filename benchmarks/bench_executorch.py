@@ -29,21 +29,8 @@ import tempfile
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-def _load():
-    import transformers
-
-    from export_core.cli import demo_model_dir
-    from export_core.inputs import build_input_sets
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    path = demo_model_dir()
-    tok = transformers.AutoTokenizer.from_pretrained(path)
-    model = transformers.AutoModel.from_pretrained(path).eval()
-    sets = build_input_sets(model, model.config, "text", tok)
-    return model, sets
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _demo import load_demo  # noqa: E402
 
 
 def child(mode: str, out: str) -> None:
@@ -56,7 +43,7 @@ def child(mode: str, out: str) -> None:
     logging.disable(logging.WARNING)
     import torch
 
-    model, sets = _load()
+    model, sets = load_demo()
     inputs = sets.export
     stages: list[dict] = []
     extra: dict = {}
@@ -91,7 +78,7 @@ def latency(path: str, iters: int) -> tuple[float, float, tuple[int, ...]]:
 
     from export_executorch import ExecutorchRunner
 
-    model, sets = _load()
+    model, sets = load_demo()
     batch = sets.validation[0]
 
     def timed(fn) -> float:

@@ -25,21 +25,8 @@ import tempfile
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-def _load():
-    import transformers
-
-    from export_core.cli import demo_model_dir
-    from export_core.inputs import build_input_sets
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    path = demo_model_dir()
-    tok = transformers.AutoTokenizer.from_pretrained(path)
-    model = transformers.AutoModel.from_pretrained(path).eval()
-    sets = build_input_sets(model, model.config, "text", tok)
-    return model, sets
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _demo import load_demo  # noqa: E402
 
 
 def child(mode: str, out: str) -> None:
@@ -53,7 +40,7 @@ def child(mode: str, out: str) -> None:
     logging.disable(logging.WARNING)
     import torch
 
-    model, sets = _load()
+    model, sets = load_demo()
     inputs = sets.export
     t = time.perf_counter()
     if mode == "export-onnx":
@@ -75,7 +62,7 @@ def latency(path: str, iters: int) -> tuple[float, float, tuple[int, ...]]:
     import onnxruntime as ort
     import torch
 
-    model, sets = _load()
+    model, sets = load_demo()
     batch = sets.validation[0]
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     names = [i.name for i in sess.get_inputs()]

@@ -279,9 +279,81 @@ class DynamoExporter:
                 ``TranslationError``, ``LoweringError``, ``RuntimeLoadError``,
                 ``ValidationError``, ``OutputError``, ...).
         """
-        return _export_template(
-            self, model, inputs, output=output, validate=validate,
-            validation_inputs=validation_inputs, task=task,
+        report = ExportReport(task=task, versions=package_versions(*self.version_packages))
+        recorder = StageRecorder(self.listener)
+        session = PatchSession()
+        out_dir: Path | None = None
+        staged: list[StagedFile] = []
+        capture: CaptureResult | None = None
+        program: Any = None
+        verdict: ValidationResult | None = None
+        final_path: Path | None = None
+        try:
+            if output is not None:
+                with recorder.stage("output"):
+                    out_dir = prepare_output(output)
+            was_training = model.training
+            model.eval()
+            try:
+                with EXPORT_LOCK, apply_patches(self.patch_backends, session):
+                    capture = self.capture(model, inputs, recorder, session)
+                    report.inputs, report.outputs = capture.input_names, capture.output_names
+                    report.extra["capture_strategy"] = capture.strategy
+                    program = self.lower(capture, recorder, report)
+            finally:
+                model.train(was_training)
+            if out_dir is not None:
+                with recorder.stage("save"):
+                    try:
+                        staged = self.save(program, out_dir, report)
+                    except ExportError:
+                        raise
+                    except OSError as e:
+                        raise OutputError(f"cannot write the artifact into {out_dir}: {e}") from e
+            with recorder.stage("runtime"):
+                runner = self.runner(program, staged[0].tmp if staged else None, capture)
+            if validate:
+                with recorder.stage("validate"):
+                    sets = [inputs, *(validation_inputs if validation_inputs is not None else resized_inputs(capture.program, inputs))]
+                    # eager reference: the traced module (the model behind its signature adapter,
+                    # with the constant kwargs), so both sides compute the same outputs
+                    verdict = _validate(runner, capture.module, sets, capture.output_names,
+                                        atol=self.atol, rtol=self.rtol)
+                    report.validation = verdict.as_dict()
+                    if len(verdict.checks) < 2:
+                        logger.warning("validated at %d input shape(s) only", len(verdict.checks))
+                    if not verdict.passed:
+                        raise ValidationError(
+                            f"artifact differs from eager: {verdict.first_problem()}"
+                        )
+            if staged:
+                final_path = finalize(staged)
+                staged = []
+            report.status, report.stage = "ok", None
+        except ExportError as e:
+            report.stage = e.stage
+            report.error = str(e)
+            raise
+        except Exception as e:
+            stage = recorder.current or "export"
+            report.stage = stage
+            report.error = f"[{stage}] {first_line(e)}"
+            raise ExportError(first_line(e), stage=stage) from e
+        finally:
+            for f in staged:
+                _remove(f.tmp)
+            report.stages = recorder.as_list()
+            report.patches = {"installed": list(session.installed), "fired": list(session.fired)}
+            if session.skipped:
+                report.extra.setdefault("patches_skipped", dict(session.skipped))
+            if out_dir is not None:
+                report.write(out_dir)
+        return ExportResult(
+            path=final_path,
+            report=report.as_dict(),
+            program=program,
+            exported_program=capture.program if capture else None,
+            validation=verdict,
         )
 
     # Backend hooks ------------------------------------------------------------------------------
@@ -470,94 +542,6 @@ def flat_feed(inputs: dict[str, Any] | tuple[Any, ...], order: Sequence[str]) ->
     if isinstance(inputs, dict):
         return [leaf for k in order for leaf in pytree.tree_leaves(inputs[k])]
     return list(pytree.tree_leaves(inputs))
-
-
-def _export_template(
-    self: DynamoExporter,
-    model: torch.nn.Module,
-    inputs: dict[str, Any] | tuple[Any, ...],
-    *,
-    output: str | os.PathLike[str] | None = None,
-    validate: bool = True,
-    validation_inputs: Sequence[dict[str, Any] | tuple[Any, ...]] | None = None,
-    task: str | None = None,
-) -> ExportResult:
-    report = ExportReport(task=task, versions=package_versions(*self.version_packages))
-    recorder = StageRecorder(self.listener)
-    session = PatchSession()
-    out_dir: Path | None = None
-    staged: list[StagedFile] = []
-    capture: CaptureResult | None = None
-    program: Any = None
-    verdict: ValidationResult | None = None
-    final_path: Path | None = None
-    try:
-        if output is not None:
-            with recorder.stage("output"):
-                out_dir = prepare_output(output)
-        was_training = model.training
-        model.eval()
-        try:
-            with EXPORT_LOCK, apply_patches(self.patch_backends, session):
-                capture = self.capture(model, inputs, recorder, session)
-                report.inputs, report.outputs = capture.input_names, capture.output_names
-                report.extra["capture_strategy"] = capture.strategy
-                program = self.lower(capture, recorder, report)
-        finally:
-            model.train(was_training)
-        if out_dir is not None:
-            with recorder.stage("save"):
-                try:
-                    staged = self.save(program, out_dir, report)
-                except ExportError:
-                    raise
-                except OSError as e:
-                    raise OutputError(f"cannot write the artifact into {out_dir}: {e}") from e
-        with recorder.stage("runtime"):
-            runner = self.runner(program, staged[0].tmp if staged else None, capture)
-        if validate:
-            with recorder.stage("validate"):
-                sets = [inputs, *(validation_inputs if validation_inputs is not None else resized_inputs(capture.program, inputs))]
-                # eager reference: the traced module (the model behind its signature adapter,
-                # with the constant kwargs), so both sides compute the same outputs
-                verdict = _validate(runner, capture.module, sets, capture.output_names,
-                                    atol=self.atol, rtol=self.rtol)
-                report.validation = verdict.as_dict()
-                if len(verdict.checks) < 2:
-                    logger.warning("validated at %d input shape(s) only", len(verdict.checks))
-                if not verdict.passed:
-                    raise ValidationError(
-                        f"artifact differs from eager: {verdict.first_problem()}"
-                    )
-        if staged:
-            final_path = finalize(staged)
-            staged = []
-        report.status, report.stage = "ok", None
-    except ExportError as e:
-        report.stage = e.stage
-        report.error = str(e)
-        raise
-    except Exception as e:
-        stage = recorder.current or "export"
-        report.stage = stage
-        report.error = f"[{stage}] {first_line(e)}"
-        raise ExportError(first_line(e), stage=stage) from e
-    finally:
-        for f in staged:
-            _remove(f.tmp)
-        report.stages = recorder.as_list()
-        report.patches = {"installed": list(session.installed), "fired": list(session.fired)}
-        if session.skipped:
-            report.extra.setdefault("patches_skipped", dict(session.skipped))
-        if out_dir is not None:
-            report.write(out_dir)
-    return ExportResult(
-        path=final_path,
-        report=report.as_dict(),
-        program=program,
-        exported_program=capture.program if capture else None,
-        validation=verdict,
-    )
 
 
 def _remove(path: Path) -> None:
