@@ -2,10 +2,12 @@
 
 Usage::
 
+    export-sweep --all --backend all -j 2 --out sweep-results.json      # the full sweep
     export-sweep --subset ci --backend all -j 2 --out sweep-results.json
     export-sweep --families bert vit --backend onnx --out results.json
     export-sweep coverage results.json -o COVERAGE.md
-    export-sweep check COVERAGE.md [--families bert vit] [--backend onnx] [--results fresh.json]
+    export-sweep check COVERAGE.md [--families bert vit | --subset ci] [--backend onnx]
+                 [--results fresh.json]
 
 A sweep run is resumable: ``(type, backend)`` pairs already in ``--out`` are skipped. ``check``
 runs a fresh sweep of the families in the committed table (or those given; ``--results`` compares
@@ -33,7 +35,7 @@ def _add_run_options(p: argparse.ArgumentParser, *, out_default: str | None) -> 
     )
     p.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--out", default=out_default, help="results JSON (resumed when present)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per export (default 300)")
+    p.add_argument("--timeout", type=float, default=180.0, help="seconds per export (default 180)")
     p.add_argument("--memory-mb", type=int, default=4096, help="MiB per export (default 4096)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -49,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     which = r.add_mutually_exclusive_group(required=True)
     which.add_argument("--families", nargs="+", metavar="TYPE", help="model types to sweep")
     which.add_argument("--subset", help="a named subset of model types (ci)")
+    which.add_argument(
+        "--all", action="store_true", help="every base model type of the installed transformers"
+    )
     _add_run_options(r, out_default="sweep-results.json")
 
     c = sub.add_parser("coverage", help="write COVERAGE.md from a results file")
@@ -57,7 +62,11 @@ def _parser() -> argparse.ArgumentParser:
 
     k = sub.add_parser("check", help="fail when a fresh sweep disagrees with COVERAGE.md")
     k.add_argument("coverage", help="the committed COVERAGE.md")
-    k.add_argument("--families", nargs="+", metavar="TYPE", help="types to check (default all)")
+    kwhich = k.add_mutually_exclusive_group()
+    kwhich.add_argument(
+        "--families", nargs="+", metavar="TYPE", help="types to check (default all)"
+    )
+    kwhich.add_argument("--subset", help="check a named subset of model types (ci)")
     k.add_argument("--results", help="compare this results file instead of sweeping afresh")
     _add_run_options(k, out_default=None)
     k.set_defaults(backend=None)
@@ -129,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"export-sweep: unknown subset {args.subset!r}", file=sys.stderr)
                 return 2
             types = list(SUBSETS[args.subset])
+        elif args.all:
+            from export_core.zoo.catalog import base_model_types
+
+            types = base_model_types()
         else:
             types = list(args.families)
         data = _sweep(args, types, args.out)
@@ -148,7 +161,15 @@ def main(argv: list[str] | None = None) -> int:
     from export_core.sweep.run import load_results
 
     committed = parse_coverage(Path(args.coverage).read_text())
-    types = list(args.families or committed)
+    if args.subset is not None:
+        from export_core.sweep.subsets import SUBSETS
+
+        if args.subset not in SUBSETS:
+            print(f"export-sweep: unknown subset {args.subset!r}", file=sys.stderr)
+            return 2
+        types = list(SUBSETS[args.subset])
+    else:
+        types = list(args.families or committed)
     missing = [t for t in types if t not in committed]
     if missing:
         print(f"not in {args.coverage}: {', '.join(missing)}", file=sys.stderr)

@@ -8,6 +8,7 @@ and :func:`compare` lists the model types whose statuses differ from a fresh res
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ __all__ = [
     "compare",
     "coverage_markdown",
     "parse_coverage",
+    "parse_versions",
 ]
 
 TABLE_HEADING = "## Model types"
@@ -30,6 +32,25 @@ _LABEL = {"onnx": "ONNX", "executorch": "ExecuTorch"}
 def _cell(text: Any) -> str:
     s = " ".join(str(text or "").split())
     return s.replace("|", "\\|")[:200]
+
+
+_TOP_REASONS = 15
+"""Failure reasons listed per backend in the summary."""
+
+
+def _reason_group(r: dict[str, Any]) -> str:
+    """A failure's stage and first error line with numbers masked, to group like failures."""
+    text = re.sub(r"\d+", "N", str(r.get("error") or ""))
+    text = re.sub(r"^(\w+Error): \[\w+\] ", "", text)
+    return f"{r.get('stage') or 'unknown'}: {text[:160]}"
+
+
+def _rate(n: int, of: int) -> str:
+    return f"{n} ({100.0 * n / of:.0f}%)" if of else str(n)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
 
 
 def _backends_of(results: dict[str, Any]) -> list[str]:
@@ -63,17 +84,59 @@ def coverage_markdown(data: dict[str, Any], *, title: str = "Export coverage") -
     ]
     for lib, ver in sorted(data.get("versions", {}).items()):
         lines.append(f"| {lib} | {ver} |")
+    wall = data.get("wall_seconds") or data.get("wall_seconds_last_run")
+    if wall:
+        lines += ["", f"Sweep wall time: {_minutes(wall)} ({data.get('workers', '?')} workers)."]
     lines += ["", "## Totals per modality", ""]
-    head = ["modality", "types", "built"] + [f"{_LABEL.get(b, b)} pass" for b in backends]
+    lines.append(
+        "Pass rates are over the built models; a model type the zoo cannot build is counted in "
+        "`types` and listed below as `skip` with the build error."
+    )
+    lines.append("")
+    head = ["modality", "types", "built"]
+    for b in backends:
+        label = _LABEL.get(b, b)
+        head += [f"{label} pass", f"{label} fail"]
     lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     tot = totals(data)
-    grand = [0, 0] + [0] * len(backends)
+    grand: dict[str, int] = defaultdict(int)
     for mod, row in tot.items():
-        passes = [row.get(b, {}).get("pass", 0) for b in backends]
-        vals = [row["types"], row["built"], *passes]
-        grand = [g + v for g, v in zip(grand, vals, strict=True)]
-        lines.append("| " + " | ".join([mod, *map(str, vals)]) + " |")
-    lines.append("| " + " | ".join(["**total**", *(f"**{g}**" for g in grand)]) + " |")
+        cells = [mod, str(row["types"]), str(row["built"])]
+        grand["types"] += row["types"]
+        grand["built"] += row["built"]
+        for b in backends:
+            counts = row.get(b, {})
+            ok = counts.get("pass", 0) + counts.get("xpass", 0)
+            bad = counts.get("fail", 0) + counts.get("xfail", 0)
+            grand[f"{b}.pass"] += ok
+            grand[f"{b}.fail"] += bad
+            cells += [_rate(ok, row["built"]), str(bad)]
+        lines.append("| " + " | ".join(cells) + " |")
+    cells = ["**total**", f"**{grand['types']}**", f"**{grand['built']}**"]
+    for b in backends:
+        cells += [f"**{_rate(grand[f'{b}.pass'], grand['built'])}**", f"**{grand[f'{b}.fail']}**"]
+    lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "## Failures by stage", ""]
+    lines += ["| backend | stage | model types |", "| --- | --- | --- |"]
+    for b in backends:
+        stages: dict[str, int] = defaultdict(int)
+        for rec in results.values():
+            r = rec.get("backends", {}).get(b)
+            if r and r["status"] in ("fail", "xfail"):
+                stages[str(r.get("stage") or "unknown")] += 1
+        for stage, n in sorted(stages.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"| {_LABEL.get(b, b)} | {stage} | {n} |")
+    lines += ["", "## Most common failure reasons", ""]
+    lines += ["| backend | model types | reason |", "| --- | --- | --- |"]
+    for b in backends:
+        reasons: dict[str, int] = defaultdict(int)
+        for rec in results.values():
+            r = rec.get("backends", {}).get(b)
+            if r and r["status"] in ("fail", "xfail"):
+                reasons[_reason_group(r)] += 1
+        top = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:_TOP_REASONS]
+        for reason, n in top:
+            lines.append(f"| {_LABEL.get(b, b)} | {n} | {_cell(reason)} |")
     lines += ["", TABLE_HEADING, ""]
     head = ["model type", "class", "modality"]
     for b in backends:
@@ -130,6 +193,23 @@ def parse_coverage(text: str) -> dict[str, dict[str, str]]:
         if len(cells) != len(head):
             continue
         out[cells[0]] = {b: cells[i] for b, i in cols.items() if cells[i] not in ("—", "")}
+    return out
+
+
+def parse_versions(text: str) -> dict[str, str]:
+    """Read the versions table of a COVERAGE.md: ``{library: version}`` (empty if absent)."""
+    lines = text.splitlines()
+    try:
+        start = lines.index("## Versions")
+    except ValueError:
+        return {}
+    out: dict[str, str] = {}
+    for ln in lines[start + 1 :]:
+        if ln.startswith("## "):
+            break
+        cells = _split_row(ln) if ln.startswith("|") else []
+        if len(cells) == 2 and cells[0] not in ("library", "---"):
+            out[cells[0]] = cells[1]
     return out
 
 

@@ -126,7 +126,7 @@ def run_sweep(
     backends: Sequence[str] = BACKENDS,
     workers: int = 2,
     memory_mb: int = 4096,
-    timeout_s: float = 300.0,
+    timeout_s: float = 180.0,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Export ``model_types`` to ``backends`` in isolated workers, recording every result.
@@ -181,7 +181,10 @@ def run_sweep(
                 advance(f"{r['status']:5s} {b:10s} {t:36s} {r['seconds'] or 0:7.1f}s{err}")
     finally:
         close()
-    data["wall_seconds_last_run"] = round(time.monotonic() - start, 1)
+    elapsed = time.monotonic() - start
+    data["wall_seconds_last_run"] = round(elapsed, 1)
+    data["wall_seconds"] = round(float(data.get("wall_seconds") or 0.0) + elapsed, 1)
+    data["workers"] = workers
     write_results(out, data)
     return data
 
