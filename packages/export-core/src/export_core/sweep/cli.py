@@ -151,9 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "coverage":
         from export_core.sweep.coverage import coverage_markdown
         from export_core.sweep.run import load_results
+        from export_core.zoo.catalog import base_model_types
 
         data = load_results(args.results)
-        Path(args.output).write_text(coverage_markdown(data))
+        Path(args.output).write_text(coverage_markdown(data, all_types=base_model_types()))
         print(f"wrote {args.output} ({len(data['results'])} model types)", file=sys.stderr)
         return 0
 

@@ -28,7 +28,7 @@ _CI: dict[str, tuple[str, ...]] = {
         "dinov2",
         "convnext",
         "resnet",
-        "swin",
+        "levit",
         "mobilenet_v2",
         "segformer",
         "detr",
