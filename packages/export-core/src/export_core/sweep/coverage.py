@@ -108,7 +108,9 @@ def coverage_markdown(
         lines.append(f"| {lib} | {ver} |")
     wall = data.get("wall_seconds") or data.get("wall_seconds_last_run")
     if wall:
-        lines += ["", f"Sweep wall time: {_minutes(wall)} ({data.get('workers', '?')} workers)."]
+        so_far = " so far" if missing else ""
+        workers = data.get("workers", "?")
+        lines += ["", f"Sweep wall time{so_far}: {_minutes(wall)} ({workers} workers)."]
     lines += ["", "## Totals per modality", ""]
     lines.append(
         "Pass rates are over the built models; a model type the zoo cannot build is counted in "

@@ -206,7 +206,9 @@ def totals(
         mod = rec.get("modality", "other")
         row = out.setdefault(mod, {"types": 0, "built": 0})
         row["types"] += 1
-        if rec.get("build", {}).get("status") == "ok":
+        # "unknown": the worker timed out or died before reporting; the model was being
+        # exported, so it counts as built (its backends are recorded as failures).
+        if rec.get("build", {}).get("status") in ("ok", "unknown"):
             row["built"] += 1
         for b, r in rec.get("backends", {}).items():
             counts = row.setdefault(b, defaultdict(int))
