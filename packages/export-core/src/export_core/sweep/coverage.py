@@ -8,7 +8,7 @@ and :func:`compare` lists the model types whose statuses differ from a fresh res
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -43,6 +43,17 @@ def _reason_group(r: dict[str, Any]) -> str:
     text = re.sub(r"\d+", "N", str(r.get("error") or ""))
     text = re.sub(r"^(\w+Error): \[\w+\] ", "", text)
     return f"{r.get('stage') or 'unknown'}: {text[:160]}"
+
+
+def _failures(results: dict[str, Any], backend: str) -> list[dict[str, Any]]:
+    """The failed (``fail`` or ``xfail``) records of one backend."""
+    recs = (rec.get("backends", {}).get(backend) for rec in results.values())
+    return [r for r in recs if r and r["status"] in ("fail", "xfail")]
+
+
+def _by_count(counts: Counter[str]) -> list[tuple[str, int]]:
+    """``(key, count)`` pairs, largest count first, then by key (a stable document order)."""
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def _rate(n: int, of: int) -> str:
@@ -143,23 +154,14 @@ def coverage_markdown(
     lines += ["", "## Failures by stage", ""]
     lines += ["| backend | stage | model types |", "| --- | --- | --- |"]
     for b in backends:
-        stages: dict[str, int] = defaultdict(int)
-        for rec in results.values():
-            r = rec.get("backends", {}).get(b)
-            if r and r["status"] in ("fail", "xfail"):
-                stages[str(r.get("stage") or "unknown")] += 1
-        for stage, n in sorted(stages.items(), key=lambda kv: (-kv[1], kv[0])):
+        stages = Counter(str(r.get("stage") or "unknown") for r in _failures(results, b))
+        for stage, n in _by_count(stages):
             lines.append(f"| {_LABEL.get(b, b)} | {stage} | {n} |")
     lines += ["", "## Most common failure reasons", ""]
     lines += ["| backend | model types | reason |", "| --- | --- | --- |"]
     for b in backends:
-        reasons: dict[str, int] = defaultdict(int)
-        for rec in results.values():
-            r = rec.get("backends", {}).get(b)
-            if r and r["status"] in ("fail", "xfail"):
-                reasons[_reason_group(r)] += 1
-        top = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:_TOP_REASONS]
-        for reason, n in top:
+        reasons = Counter(_reason_group(r) for r in _failures(results, b))
+        for reason, n in _by_count(reasons)[:_TOP_REASONS]:
             lines.append(f"| {_LABEL.get(b, b)} | {n} | {_cell(reason)} |")
     lines += ["", TABLE_HEADING, ""]
     head = ["model type", "class", "modality"]
