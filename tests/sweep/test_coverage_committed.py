@@ -12,8 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from export_core.sweep.coverage import parse_coverage, parse_versions
 from export_core.sweep.job import BACKENDS
 from export_core.sweep.run import STATUSES, versions
@@ -24,12 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 COVERAGE = ROOT / "COVERAGE.md"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the full two-backend sweep is unfinished: COVERAGE.md lists the types measured so far "
-    "(resume with `export-sweep --all --out coverage/sweep-results.json`); remove this mark when "
-    "it is complete",
-)
 def test_coverage_lists_every_base_model_type_on_both_backends() -> None:
     table = parse_coverage(COVERAGE.read_text())
     assert set(table) == set(base_model_types())
