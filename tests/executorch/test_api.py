@@ -169,3 +169,35 @@ def test_too_small_cap_is_reported(tmp_path: Path) -> None:
                                  validation_inputs=VALIDATION)
     report = json.loads((tmp_path / "export_report.json").read_text())
     assert report["status"] == "failed" and report["stage"] == "bounds"
+
+
+class _Waveform(torch.nn.Module):
+    """``input_values`` (batch, samples) float32 -> (batch, frames, 4) with 80-sample frames;
+    its ``config`` says 50 Hz, so the default cap (10 s) is 500 samples."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = type("Cfg", (), {"sampling_rate": 50})()
+        self.conv = torch.nn.Conv1d(1, 4, kernel_size=80, stride=80)
+
+    def forward(self, input_values: torch.Tensor) -> torch.Tensor:
+        return self.conv(input_values.unsqueeze(1)).transpose(1, 2)
+
+
+def test_waveform_default_cap_grows_to_the_example_and_drops_larger_sets() -> None:
+    g = torch.Generator().manual_seed(0)
+    wave = [torch.randn(b, n, generator=g) for b, n in ((2, 640), (1, 480), (3, 800))]
+    result = export_executorch.export(
+        _Waveform().eval(), {"input_values": wave[0]}, backend="portable",
+        validation_inputs=[{"input_values": w} for w in wave[1:]],
+    )
+    bounds = result.report["bounds"]
+    dims = {(d["input"], d["axis"]): (d["role"], d["max"]) for d in bounds["dims"]}
+    assert dims == {("input_values", 0): ("batch", 8), ("input_values", 1): ("audio", 640)}
+    assert bounds["sources"]["max_audio_samples"].startswith("example size of input_values[1]")
+    shapes = [c["shapes"]["input_values"] for c in result.report["validation"]["checks"]]
+    assert shapes == [[2, 640], [1, 480]]  # 800 samples > the 640 the program plans for
+    assert result.report["validation_sets_skipped"] == 1
+    with pytest.raises(InputError, match="max_audio_samples=600 is below the example size 640"):
+        export_executorch.export(_Waveform().eval(), {"input_values": wave[0]},
+                                 backend="portable", max_audio_samples=600)

@@ -21,7 +21,7 @@ def test_limits_from_config_capped_and_overridden() -> None:
     small = dim_limits(_Config(max_position_embeddings=128, image_size=32))
     assert (small.max_batch, small.max_seq, small.max_image_size) == (8, 128, 32)
     assert small.sources == {"max_batch": "default", "max_seq": "config.max_position_embeddings",
-                             "max_image_size": "config.image_size"}
+                             "max_image_size": "config.image_size", "max_audio_samples": "default"}
     huge = dim_limits(_Config(max_position_embeddings=131072))
     assert huge.max_seq == 512 and huge.sources["max_seq"].startswith("default cap")
     nested = dim_limits(_Config(text_config=_Config(n_positions=64)))
@@ -38,6 +38,17 @@ def test_axis_roles() -> None:
     assert [axis_role("input_ids", ids, a) for a in range(2)] == ["batch", "sequence"]
     assert [axis_role("pixel_values", pixels, a) for a in range(4)] == [
         "batch", "sequence", "image", "image"]
+    wave, multi = torch.zeros(2, 3200), torch.zeros(2, 1, 3200)
+    assert [axis_role("input_values", wave, a) for a in range(2)] == ["batch", "audio"]
+    assert [axis_role("input_values", multi, a) for a in range(3)] == ["batch", "audio", "audio"]
+
+
+def test_audio_cap_from_sampling_rate_or_default() -> None:
+    assert dim_limits(_Config(sampling_rate=24000)).max_audio_samples == 240000
+    assert dim_limits(_Config(sampling_rate=24000)).sources["max_audio_samples"] == (
+        "10 s at config.sampling_rate=24000")
+    assert dim_limits(None).max_audio_samples == 160000
+    assert dim_limits(None, max_audio_samples=800).sources["max_audio_samples"] == "option"
 
 
 def test_bounds_written_into_the_program() -> None:
@@ -58,6 +69,38 @@ def test_bounds_written_into_the_program() -> None:
         apply_dim_bounds(ep, ["x", "y"], dim_limits(None, max_seq=4))
 
 
+def _waveform_program() -> torch.export.ExportedProgram:
+    class Frames(torch.nn.Module):
+        def forward(self, input_values: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            return (input_values * attention_mask).unfold(-1, 400, 320).mean(-1)
+
+    wave, mask = torch.randn(2, 3200), torch.ones(2, 3200, dtype=torch.long)
+    auto = {0: Dim.AUTO, 1: Dim.AUTO}
+    return torch.export.export(Frames(), (wave, mask), dynamic_shapes=(auto, auto))
+
+
+def test_waveform_and_its_mask_get_the_audio_cap() -> None:
+    ep = _waveform_program()
+    plan = apply_dim_bounds(ep, ["input_values", "attention_mask"],
+                            dim_limits(_Config(max_position_embeddings=128, sampling_rate=16000)))
+    got = {(d.input, d.axis): (d.role, d.max) for d in plan.dims}
+    assert got == {("input_values", 0): ("batch", 8), ("input_values", 1): ("audio", 160000),
+                   ("attention_mask", 0): ("batch", 8), ("attention_mask", 1): ("sequence", 160000)}
+
+
+def test_derived_cap_below_the_example_is_raised_but_an_option_is_not() -> None:
+    ep = _waveform_program()
+    plan = apply_dim_bounds(ep, ["input_values", "attention_mask"],
+                            dim_limits(_Config(sampling_rate=100)))  # 10 s = 1000 samples
+    assert plan.limits.max_audio_samples == 3200
+    assert plan.limits.sources["max_audio_samples"] == (
+        "example size of input_values[1] (above 10 s at config.sampling_rate=100=1000)")
+    assert {d.max for d in plan.dims if d.axis == 1} == {3200}
+    with pytest.raises(InputError, match=r"max_audio_samples=1000 is below the example size 3200"):
+        apply_dim_bounds(_waveform_program(), ["input_values", "attention_mask"],
+                         dim_limits(None, max_audio_samples=1000))
+
+
 def test_workarounds_are_registered_with_reason_and_upstream() -> None:
     assert workarounds.__all__ == ["list_return_validator", "view_after_sdpa"]
     rows = {r["name"]: r for r in describe(["executorch"])}
@@ -76,3 +119,8 @@ def test_arena_warning_only_above_one_gib() -> None:
     line = arena_warning(3 << 30, {"max_batch": 8, "max_seq": 512})
     assert line is not None and line.startswith("the program plans 3.0 GiB")
     assert "--max-batch" in line
+    audio = {"max_batch": 8, "max_audio_samples": 160000,
+             "dims": [{"role": "batch"}, {"role": "audio"}]}
+    line = arena_warning(3 << 30, audio)
+    assert line is not None and "max_batch=8, max_audio_samples=160000" in line
+    assert line.endswith("lower --max-batch / --max-audio-samples for a smaller arena")

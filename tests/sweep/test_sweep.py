@@ -148,6 +148,17 @@ def test_cli_sweep_resume_coverage_and_check(
     assert "0 exports to run (2 types already recorded)" in capsys.readouterr().err
     assert json.loads(out.read_text())["results"] == data["results"]
 
+    # --redo re-measures only the pairs that stopped at the given stages.
+    stale = json.loads(out.read_text())
+    stale["results"]["vit"]["backends"]["onnx"] = {
+        "status": "fail", "stage": "bounds", "error": "InputError: stale", "seconds": 1.0}
+    out.write_text(json.dumps(stale))
+    assert main([*args, "--redo", "bounds", "timeout"]) == 0
+    assert "1 exports to run (2 types already recorded)" in capsys.readouterr().err
+    redone = json.loads(out.read_text())["results"]
+    assert redone["vit"]["backends"]["onnx"]["status"] == "pass"
+    assert redone["bert"] == data["results"]["bert"]
+
     md = tmp_path / "COVERAGE.md"
     assert main(["coverage", str(out), "-o", str(md)]) == 0
     text = md.read_text()

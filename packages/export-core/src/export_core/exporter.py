@@ -314,7 +314,9 @@ class DynamoExporter:
                 runner = self.runner(program, staged[0].tmp if staged else None, capture)
             if validate:
                 with recorder.stage("validate"):
-                    sets = [inputs, *(validation_inputs if validation_inputs is not None else resized_inputs(capture.program, inputs))]
+                    extra = (validation_inputs if validation_inputs is not None
+                             else resized_inputs(capture.program, inputs))
+                    sets = [inputs, *self.admissible_validation_sets(capture, inputs, extra, report)]
                     # eager reference: the traced module (the model behind its signature adapter,
                     # with the constant kwargs), so both sides compute the same outputs
                     verdict = _validate(runner, capture.module, sets, capture.output_names,
@@ -357,6 +359,18 @@ class DynamoExporter:
         )
 
     # Backend hooks ------------------------------------------------------------------------------
+
+    def admissible_validation_sets(
+        self,
+        capture: CaptureResult,
+        inputs: dict[str, Any] | tuple[Any, ...],
+        sets: Sequence[dict[str, Any] | tuple[Any, ...]],
+        report: ExportReport,
+    ) -> list[dict[str, Any] | tuple[Any, ...]]:
+        """The validation input sets (other than the export inputs) the artifact is built to
+        accept; called after :meth:`lower`. All of them here; a backend whose artifact has
+        bounded or fixed shapes drops the others and says so in ``report``."""
+        return list(sets)
 
     def lower(self, capture: CaptureResult, recorder: StageRecorder, report: ExportReport) -> Any:
         """Backend stages after capture; returns the in-memory program. Base: the

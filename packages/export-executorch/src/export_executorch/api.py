@@ -29,6 +29,7 @@ def export(
     max_batch: int | None = None,
     max_seq: int | None = None,
     max_image_size: int | None = None,
+    max_audio_samples: int | None = None,
     constant_kwargs: dict[str, Any] | None = None,
     strict: bool = False,
     task: str | None = None,
@@ -56,6 +57,9 @@ def export(
         max_seq: upper bound of sequence axes (default: the config's position limit, <= 512).
         max_image_size: upper bound of image height / width (default: ``config.image_size``,
             else 224).
+        max_audio_samples: upper bound of waveform axes (``input_values``), in samples
+            (default: 10 s at ``config.sampling_rate``, else 160000). A bound left to its
+            default is raised to the example inputs' size when they are larger.
         constant_kwargs: ``forward`` keyword arguments fixed at export (dict inputs only).
         strict: trace with TorchDynamo.
         task: recorded in the report.
@@ -69,7 +73,7 @@ def export(
         ``.program`` (the ``ExecutorchProgramManager``).
 
     Raises:
-        export_core.InputError: unknown backend, a bound below an example size.
+        export_core.InputError: unknown backend, a bound given explicitly below an example size.
         export_core.ExportError: a subclass naming the failed stage (``CaptureError``,
             ``LoweringError``, ``RuntimeLoadError``, ``ValidationError``, ``OutputError``).
     """
@@ -82,6 +86,7 @@ def export(
         max_batch=max_batch,
         max_seq=max_seq,
         max_image_size=max_image_size,
+        max_audio_samples=max_audio_samples,
     )
     exporter = ExecutorchExporter(config, listener=listener)
     exporter.atol, exporter.rtol = atol, rtol

@@ -10,7 +10,17 @@ lowering, every symbol of a user input gets a real range ``[1, max]``:
   (``max_position_embeddings``, ``n_positions``, ...) capped at :data:`DEFAULT_MAX_SEQ`, or
   ``max_seq``;
 - ``image`` (height and width of 4-d float inputs): the config's ``image_size`` (else
-  :data:`DEFAULT_MAX_IMAGE_SIZE`), or ``max_image_size``.
+  :data:`DEFAULT_MAX_IMAGE_SIZE`), or ``max_image_size``;
+- ``audio`` (the axes of a raw waveform, ``input_values`` / ``audio_values``, after the batch):
+  ten seconds at the config's ``sampling_rate`` (else :data:`DEFAULT_MAX_AUDIO_SAMPLES`), or
+  ``max_audio_samples``. A waveform has thousands of samples per second, so the token cap
+  would reject any real clip.
+
+A cap derived from the config or a default never rejects the export's own example inputs: when
+the example is larger (an OCR model fed 48 x 320 images while ``image_size`` is 224), the cap
+is raised to the example size and the report's ``sources`` says so. An explicit option below the
+example is an error. Axes that share a symbol (a waveform and its sample mask) share one range,
+the largest of their roles' caps.
 
 A symbol the model already bounds more tightly (a position-embedding table) keeps its bound. The
 lower bound becomes 1 where it is ``torch.export``'s default of 2, so batch 1 and one-token
@@ -27,7 +37,7 @@ Source:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import sympy
@@ -38,10 +48,14 @@ from torch.utils._sympy.value_ranges import ValueRanges
 from export_core.errors import InputError
 
 __all__ = [
+    "DEFAULT_MAX_AUDIO_SAMPLES",
     "DEFAULT_MAX_BATCH",
     "DEFAULT_MAX_IMAGE_SIZE",
     "DEFAULT_MAX_SEQ",
+    "AUDIO_SECONDS",
     "MIN_CAP",
+    "ROLE_OPTIONS",
+    "WAVEFORM_INPUTS",
     "BoundsPlan",
     "DimBound",
     "DimLimits",
@@ -60,6 +74,16 @@ DEFAULT_MAX_SEQ = 512
 DEFAULT_MAX_IMAGE_SIZE = 224
 """Image height / width cap when the config has no ``image_size``."""
 
+DEFAULT_MAX_AUDIO_SAMPLES = 160_000
+"""Waveform length cap (samples) when the config has no ``sampling_rate``: 10 s at 16 kHz."""
+
+AUDIO_SECONDS = 10
+"""Seconds of audio admitted by default when the config gives a ``sampling_rate``."""
+
+WAVEFORM_INPUTS = frozenset({"input_values", "audio_values", "input_audio", "waveform", "audio"})
+"""Input names whose non-batch axes are ``audio`` axes (raw samples, or frames of a
+spectrogram passed as ``input_values``)."""
+
 MIN_CAP = 3
 """Smallest cap that keeps an axis dynamic. ``to_edge_transform_and_lower`` re-traces the program
 and lifts every lower bound of 1 back to ``torch.export``'s 2, so a range ``[1, 2]`` collapses to
@@ -74,6 +98,7 @@ _POSITION_KEYS = (
     "seq_length",
 )
 _SUB_CONFIGS = ("text_config", "vision_config", "encoder", "decoder")
+_AUDIO_SUB_CONFIGS = ("audio_config", "encoder", "text_config")
 
 
 @dataclass(frozen=True)
@@ -84,16 +109,28 @@ class DimLimits:
         max_batch: batch axes.
         max_seq: sequence axes.
         max_image_size: image height and width.
+        max_audio_samples: waveform axes (samples).
         sources: where each cap came from (``"option"``, ``"default"``, or the config field).
     """
 
     max_batch: int
     max_seq: int
     max_image_size: int
+    max_audio_samples: int = DEFAULT_MAX_AUDIO_SAMPLES
     sources: dict[str, str] = field(default_factory=dict)
 
     def for_role(self, role: str) -> int:
-        return {"batch": self.max_batch, "image": self.max_image_size}.get(role, self.max_seq)
+        """The cap of ``role`` (``batch``, ``sequence``, ``image`` or ``audio``)."""
+        return getattr(self, ROLE_OPTIONS.get(role, "max_seq"))
+
+    def is_option(self, role: str) -> bool:
+        """Whether the cap of ``role`` was given explicitly (not derived)."""
+        return self.sources.get(ROLE_OPTIONS.get(role, "max_seq")) == "option"
+
+
+ROLE_OPTIONS = {"batch": "max_batch", "sequence": "max_seq", "image": "max_image_size",
+                "audio": "max_audio_samples"}
+"""The option that caps each axis role."""
 
 
 @dataclass(frozen=True)
@@ -129,20 +166,24 @@ class BoundsPlan:
     dims: list[DimBound] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        """``{"max_batch", "max_seq", "max_image_size", "sources", "dims": [...]}``."""
+        """``{"max_batch", "max_seq", "max_image_size", "max_audio_samples", "sources",
+        "dims": [...]}``."""
         return {
             "max_batch": self.limits.max_batch,
             "max_seq": self.limits.max_seq,
             "max_image_size": self.limits.max_image_size,
+            "max_audio_samples": self.limits.max_audio_samples,
             "sources": dict(self.limits.sources),
             "dims": [asdict(d) for d in self.dims],
         }
 
 
-def _config_int(config: Any, keys: tuple[str, ...]) -> tuple[int, str] | None:
+def _config_int(
+    config: Any, keys: tuple[str, ...], sub_configs: tuple[str, ...] = _SUB_CONFIGS
+) -> tuple[int, str] | None:
     if config is None:
         return None
-    for owner in (config, *(getattr(config, s, None) for s in _SUB_CONFIGS)):
+    for owner in (config, *(getattr(config, s, None) for s in sub_configs)):
         if owner is None:
             continue
         for key in keys:
@@ -160,12 +201,14 @@ def dim_limits(
     max_batch: int | None = None,
     max_seq: int | None = None,
     max_image_size: int | None = None,
+    max_audio_samples: int | None = None,
 ) -> DimLimits:
     """The caps for one export: explicit options first, else derived from ``model_config``.
 
     Args:
         model_config: the model's ``PretrainedConfig`` (or ``None`` for a plain module).
-        max_batch, max_seq, max_image_size: explicit caps (``None``: derive).
+        max_batch, max_seq, max_image_size, max_audio_samples: explicit caps (``None``:
+            derive).
 
     Returns:
         The :class:`DimLimits`.
@@ -175,7 +218,8 @@ def dim_limits(
     """
     sources: dict[str, str] = {}
     for name, value in (("max_batch", max_batch), ("max_seq", max_seq),
-                        ("max_image_size", max_image_size)):
+                        ("max_image_size", max_image_size),
+                        ("max_audio_samples", max_audio_samples)):
         if value is not None and value < MIN_CAP:
             raise InputError(
                 f"{name} must be at least {MIN_CAP} to keep the axis dynamic, got {value} "
@@ -203,17 +247,27 @@ def dim_limits(
             max_image_size, sources["max_image_size"] = found[0], f"config.{found[1]}"
         else:
             max_image_size, sources["max_image_size"] = DEFAULT_MAX_IMAGE_SIZE, "default"
-    return DimLimits(max_batch, max_seq, max_image_size, sources)
+    if max_audio_samples is None:
+        found = _config_int(model_config, ("sampling_rate",), _AUDIO_SUB_CONFIGS)
+        if found is not None:
+            max_audio_samples = AUDIO_SECONDS * found[0]
+            sources["max_audio_samples"] = f"{AUDIO_SECONDS} s at config.{found[1]}={found[0]}"
+        else:
+            max_audio_samples, sources["max_audio_samples"] = DEFAULT_MAX_AUDIO_SAMPLES, "default"
+    return DimLimits(max_batch, max_seq, max_image_size, max_audio_samples, sources)
 
 
 def axis_role(input_name: str, value: Any, axis: int) -> str:
     """The role of ``axis`` of input ``input_name`` whose traced value is ``value``.
 
-    Axis 0 is the batch; height and width of a 4-d floating input (``pixel_values``) are
-    ``image``; every other axis (tokens, mask positions) is ``sequence``.
+    Axis 0 is the batch; the other axes of a waveform input (:data:`WAVEFORM_INPUTS`) are
+    ``audio``; height and width of a 4-d floating input (``pixel_values``) are ``image``; every
+    other axis (tokens, mask positions) is ``sequence``.
     """
     if axis == 0:
         return "batch"
+    if input_name in WAVEFORM_INPUTS:
+        return "audio"
     dtype = getattr(value, "dtype", None)
     if getattr(value, "dim", lambda: 0)() == 4 and axis >= 2 and dtype is not None and dtype.is_floating_point:
         return "image"
@@ -243,6 +297,9 @@ def apply_dim_bounds(
 ) -> BoundsPlan:
     """Give every symbol of the program's user inputs the range ``[1, cap]`` (in place).
 
+    A derived cap below an example size is raised to that size (the plan's ``limits`` and
+    ``sources`` show it); a symbol shared by axes of several roles gets the largest of their caps.
+
     Args:
         program: the captured ``ExportedProgram``; its ``range_constraints`` and the shape
             environment of its symbols are updated.
@@ -253,11 +310,10 @@ def apply_dim_bounds(
         The :class:`BoundsPlan` (empty ``dims`` for a static program).
 
     Raises:
-        InputError: (stage ``bounds``) a cap is below an input's example size.
+        InputError: (stage ``bounds``) an explicit cap (an option) is below an input's example
+            size.
     """
-    plan = BoundsPlan(limits)
-    chosen: dict[sympy.Symbol, tuple[int, int]] = {}
-    axes: list[tuple[str, int, str, sympy.Symbol]] = []
+    axes: list[tuple[str, int, str, frozenset[sympy.Symbol], int | None]] = []
     shape_env = None
     for i, node in enumerate(_user_placeholders(program)):
         value = node.meta.get("val")
@@ -266,36 +322,63 @@ def apply_dim_bounds(
             if not isinstance(size, torch.SymInt) or not size.node.expr.free_symbols:
                 continue  # static, or a SymInt that torch.export specialised to a constant
             shape_env = size.node.shape_env
-            role = axis_role(name, value, axis)
-            cap = limits.for_role(role)
             example = int(size.node.hint) if size.node.hint is not None else None
-            if example is not None and cap < example:
-                option = {"batch": "max_batch", "image": "max_image_size"}.get(role, "max_seq")
-                raise InputError(
-                    f"{option}={cap} is below the example size {example} of {name}[{axis}]; "
-                    f"raise {option} or use smaller example inputs",
-                    stage="bounds",
-                )
-            for sym in size.node.expr.free_symbols:
-                old = program.range_constraints.get(sym)
-                lo = _as_int(old.lower) if old is not None else 2
-                hi = _as_int(old.upper) if old is not None else None
-                lo = 1 if lo is None or lo == 2 else lo
-                hi = cap if hi is None else min(hi, cap)
-                if sym in chosen:
-                    hi = min(hi, chosen[sym][1])
-                chosen[sym] = (lo, hi)
-                axes.append((name, axis, role, sym))
+            role = axis_role(name, value, axis)
+            axes.append((name, axis, role, frozenset(size.node.expr.free_symbols), example))
+    limits = _fit_examples(limits, axes)
+    cap_of: dict[sympy.Symbol, int] = {}
+    for _, _, role, symbols, _ in axes:
+        for sym in symbols:
+            cap_of[sym] = max(cap_of.get(sym, 0), limits.for_role(role))
+    chosen: dict[sympy.Symbol, tuple[int, int]] = {}
+    for sym, cap in cap_of.items():
+        old = program.range_constraints.get(sym)
+        lo = _as_int(old.lower) if old is not None else 2
+        hi = _as_int(old.upper) if old is not None else None
+        lo = 1 if lo is None or lo == 2 else lo
+        chosen[sym] = (lo, cap if hi is None else min(hi, cap))
     for sym, (lo, hi) in chosen.items():
         vr = ValueRanges(lo, hi)
         program._range_constraints[sym] = vr  # noqa: SLF001 - no public setter exists
         if shape_env is not None:
             shape_env.var_to_range[sym] = vr
+    plan = BoundsPlan(limits)
     seen: set[tuple[str, int]] = set()
-    for name, axis, role, sym in axes:
+    for name, axis, role, symbols, _ in axes:
         if (name, axis) in seen:
             continue
         seen.add((name, axis))
-        lo, hi = chosen[sym]
-        plan.dims.append(DimBound(name, axis, role, str(sym), lo, hi))
+        ranges = [chosen[sym] for sym in symbols]
+        lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
+        plan.dims.append(DimBound(name, axis, role, " ".join(sorted(map(str, symbols))), lo, hi))
     return plan
+
+
+def _fit_examples(
+    limits: DimLimits, axes: list[tuple[str, int, str, frozenset[sympy.Symbol], int | None]]
+) -> DimLimits:
+    """``limits`` with every derived cap raised to the largest example size of its role.
+
+    Raises:
+        InputError: (stage ``bounds``) an explicit cap is below an example size.
+    """
+    raised: dict[str, int] = {}
+    sources = dict(limits.sources)
+    for name, axis, role, _, example in axes:
+        cap = limits.for_role(role)
+        if example is None or example <= max(cap, raised.get(role, 0)):
+            continue
+        option = ROLE_OPTIONS.get(role, "max_seq")
+        if limits.is_option(role):
+            raise InputError(
+                f"{option}={cap} is below the example size {example} of {name}[{axis}]; "
+                f"raise {option} or use smaller example inputs",
+                stage="bounds",
+            )
+        raised[role] = example
+        sources[option] = (f"example size of {name}[{axis}] "
+                           f"(above {sources.get(option, 'the default')}={cap})")
+    if not raised:
+        return limits
+    return replace(limits, sources=sources,
+                   **{ROLE_OPTIONS[role]: size for role, size in raised.items()})

@@ -27,7 +27,8 @@ def _positive(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """``export-executorch [MODEL] [-o OUT] [--backend xnnpack|portable|cuda] [--static]
-    [--no-validate] [--max-batch N] [--max-seq N] [--max-image-size N]``."""
+    [--no-validate] [--max-batch N] [--max-seq N] [--max-image-size N]
+    [--max-audio-samples N]``."""
     p = base_parser(
         "export-executorch",
         "Export a Hugging Face model directory (default: the embedded all-MiniLM-L6-v2) to an "
@@ -45,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-image-size", type=_positive, metavar="N",
                    help="largest image height / width the program accepts (default: the "
                    "config's image_size, else 224)")
+    p.add_argument("--max-audio-samples", type=_positive, metavar="N",
+                   help="longest waveform (input_values) the program accepts, in samples "
+                   "(default: 10 s at the config's sampling_rate, else 160000)")
     return p
 
 
@@ -54,6 +58,7 @@ def _make(args: argparse.Namespace, listener: RichStageListener) -> ExecutorchEx
         max_batch=args.max_batch,
         max_seq=args.max_seq,
         max_image_size=args.max_image_size,
+        max_audio_samples=args.max_audio_samples,
     )
     return ExecutorchExporter(config, listener=listener)
 

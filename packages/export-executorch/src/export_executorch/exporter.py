@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,14 +10,14 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from export_core.errors import ExportError, InputError, LoweringError
+from export_core.errors import ExportError, LoweringError
 from export_core.exporter import (
     CaptureResult,
     DynamoConfig,
     DynamoExporter,
-    ExportResult,
     StagedFile,
     first_line,
+    flat_feed,
 )
 from export_core.fixes import apply_fx_node_fixes, apply_fx_program_fixes
 from export_core.patching import PatchSession
@@ -27,7 +26,7 @@ from export_core.stages import StageListener, StageRecorder
 
 from . import workarounds as _workarounds  # noqa: F401  (registers the ExecuTorch workarounds)
 from .backends import BackendPreparation, check_backend, prepare_backend
-from .bounds import DimLimits, apply_dim_bounds, axis_role, dim_limits
+from .bounds import BoundsPlan, apply_dim_bounds, dim_limits
 from .delegation import delegation_summary, format_delegation
 from .memory import arena_warning, format_bytes, memory_plan
 from .runner import ExecutorchRunner
@@ -49,12 +48,18 @@ class ExecutorchConfig(DynamoConfig):
             512).
         max_image_size: upper bound of image height / width (``None``: the config's
             ``image_size``, else 224).
+        max_audio_samples: upper bound of waveform axes, in samples (``None``: 10 s at the
+            config's ``sampling_rate``, else 160000).
+
+    A derived bound (``None``) below the example inputs' size is raised to it; see
+    :mod:`export_executorch.bounds`.
     """
 
     backend: str = "xnnpack"
     max_batch: int | None = None
     max_seq: int | None = None
     max_image_size: int | None = None
+    max_audio_samples: int | None = None
 
 
 def _model_config(module: torch.nn.Module) -> Any:
@@ -69,30 +74,6 @@ def _cast_floats(value: Any, dtype: torch.dtype) -> Any:
         return x
 
     return pytree.tree_map(cast, value)
-
-
-def _shapes(inputs: dict[str, Any] | tuple[Any, ...]) -> list[tuple[int, ...]]:
-    return [tuple(x.shape) for x in pytree.tree_leaves(inputs) if isinstance(x, torch.Tensor)]
-
-
-def _named_leaves(inputs: dict[str, Any] | tuple[Any, ...]) -> list[tuple[str, Any]]:
-    items = inputs.items() if isinstance(inputs, dict) else ((f"input_{i}", v) for i, v in enumerate(inputs))
-    return [(name, leaf) for name, value in items for leaf in pytree.tree_leaves(value)]
-
-
-def _within_bounds(
-    candidate: dict[str, Any] | tuple[Any, ...],
-    example: dict[str, Any] | tuple[Any, ...],
-    limits: DimLimits,
-) -> bool:
-    """Whether every axis of ``candidate`` that differs from ``example`` is within its cap."""
-    for (name, got), (_, ref) in zip(_named_leaves(candidate), _named_leaves(example)):
-        if not isinstance(got, torch.Tensor) or not isinstance(ref, torch.Tensor):
-            continue
-        for axis, (size, ref_size) in enumerate(zip(got.shape, ref.shape)):
-            if size != ref_size and size > limits.for_role(axis_role(name, got, axis)):
-                return False
-    return True
 
 
 class ExecutorchExporter(DynamoExporter):
@@ -121,7 +102,7 @@ class ExecutorchExporter(DynamoExporter):
         check_backend(self.config.backend)
         self.preparation: BackendPreparation | None = None
         self._staged_data: list[Path] = []
-        self._skipped_validation = 0
+        self._bounds: BoundsPlan | None = None
 
     @property
     def patch_backends(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -129,51 +110,6 @@ class ExecutorchExporter(DynamoExporter):
         patches and ExecuTorch patches); its parent ``"executorch"`` is included by
         ``export_core.registry.backend_chain``."""
         return (f"executorch.{check_backend(self.config.backend)}",)
-
-    def export(
-        self,
-        model: torch.nn.Module,
-        inputs: dict[str, Any] | tuple[Any, ...],
-        *,
-        output: str | os.PathLike[str] | None = None,
-        validate: bool = True,
-        validation_inputs: Sequence[dict[str, Any] | tuple[Any, ...]] | None = None,
-        task: str | None = None,
-    ) -> ExportResult:
-        """Capture, run the five ExecuTorch stages, lower, save, load in ``executorch.runtime``,
-        validate and report (see :meth:`DynamoExporter.export`).
-
-        Validation input sets the program cannot accept are dropped (the report's
-        ``validation_sets_skipped`` counts them): for a static export (``dynamic=False`` and no
-        ``dynamic_shapes``) those of other shapes than the example, otherwise those with an axis
-        above its bound (``max_batch``, ``max_seq``, ``max_image_size``).
-
-        Raises:
-            ExportError: a subclass naming the failed stage (``LoweringError`` for ``prepare``,
-                ``lower`` and ``to_executorch``, ``RuntimeLoadError``, ``ValidationError``, ...).
-        """
-        cfg = self.config
-        self._skipped_validation = 0
-        if validation_inputs is not None:
-            if not cfg.dynamic and cfg.dynamic_shapes is None:
-                want = _shapes(inputs)
-                kept = [s for s in validation_inputs if _shapes(s) == want]
-            else:
-                try:
-                    limits = dim_limits(
-                        _model_config(model), max_batch=cfg.max_batch, max_seq=cfg.max_seq,
-                        max_image_size=cfg.max_image_size,
-                    )
-                except InputError:  # raised again in the bounds stage, where it is reported
-                    limits = None
-                kept = [s for s in validation_inputs
-                        if limits is None or _within_bounds(s, inputs, limits)]
-            self._skipped_validation = len(validation_inputs) - len(kept)
-            validation_inputs = kept
-        return super().export(
-            model, inputs, output=output, validate=validate,
-            validation_inputs=validation_inputs, task=task,
-        )
 
     # ── Stage 1: backend preparation ─────────────────────────────────────────────────────────
     def capture(
@@ -223,8 +159,6 @@ class ExecutorchExporter(DynamoExporter):
         applied: list[str] = []
         report.extra["backend"] = prep.name
         report.extra["dtype"] = str(prep.dtype).removeprefix("torch.")
-        if self._skipped_validation:
-            report.extra["validation_sets_skipped"] = self._skipped_validation
         # ── Stage 2: torch patches ───────────────────────────────────────────────────────────
         # Registered with register_patch("executorch" | "executorch.<backend>", ...); installed
         # by DynamoExporter.export around capture and lowering (patch_backends).
@@ -237,8 +171,10 @@ class ExecutorchExporter(DynamoExporter):
             limits = dim_limits(
                 _model_config(capture.module),
                 max_batch=cfg.max_batch, max_seq=cfg.max_seq, max_image_size=cfg.max_image_size,
+                max_audio_samples=cfg.max_audio_samples,
             )
             plan = apply_dim_bounds(program, capture.input_names, limits)
+            self._bounds = plan
             report.extra["bounds"] = plan.as_dict()
         with recorder.stage("fx_program_fixes"):
             program, names = apply_fx_program_fixes(program, key)
@@ -284,6 +220,42 @@ class ExecutorchExporter(DynamoExporter):
             if warning:
                 info(f"warning: {warning}")
         return manager
+
+    def admissible_validation_sets(
+        self,
+        capture: CaptureResult,
+        inputs: dict[str, Any] | tuple[Any, ...],
+        sets: Sequence[dict[str, Any] | tuple[Any, ...]],
+        report: ExportReport,
+    ) -> list[dict[str, Any] | tuple[Any, ...]]:
+        """Drop the validation sets the program cannot accept; the report's
+        ``validation_sets_skipped`` counts them.
+
+        A static export (``dynamic=False`` and no ``dynamic_shapes``) accepts only the example
+        shapes; a dynamic one accepts any size within the range its bounds stage gave each
+        dynamic axis (``report["bounds"]["dims"]``). Axes ``torch.export`` specialised are not
+        checked here: a set that changes one fails validation, as it should.
+        """
+        order = list(capture.kwargs)
+        ref = [tuple(x.shape) for x in flat_feed(inputs, order) if isinstance(x, torch.Tensor)]
+        static = not self.config.dynamic and self.config.dynamic_shapes is None
+        ranges = {(d.input, d.axis): (d.min, d.max) for d in (self._bounds.dims if self._bounds else [])}
+        kept = []
+        for candidate in sets:
+            leaves = [x for x in flat_feed(candidate, order) if isinstance(x, torch.Tensor)]
+            shapes = [tuple(x.shape) for x in leaves]
+            if static:
+                ok = shapes == ref
+            else:
+                ok = all(lo <= shape[axis] <= hi
+                         for name, shape in zip(capture.input_names, shapes)
+                         for axis in range(len(shape))
+                         for lo, hi in [ranges.get((name, axis), (0, shape[axis]))])
+            if ok:
+                kept.append(candidate)
+        if len(kept) < len(sets):
+            report.extra["validation_sets_skipped"] = len(sets) - len(kept)
+        return kept
 
     def save(self, program: Any, out_dir: Path, report: ExportReport) -> list[StagedFile]:
         """Write ``model.pte`` (and, for CUDA, its ``.ptd`` data files) under temporary names."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .bounds import ROLE_OPTIONS
+
 __all__ = ["ARENA_WARN_BYTES", "arena_warning", "format_bytes", "memory_plan"]
 
 ARENA_WARN_BYTES = 1 << 30
@@ -49,8 +51,11 @@ def arena_warning(arena_bytes: int, bounds: dict[str, Any]) -> str | None:
     """
     if arena_bytes <= ARENA_WARN_BYTES:
         return None
+    roles = {d.get("role") for d in bounds.get("dims", [])} or {"batch", "sequence"}
+    options = [o for r, o in ROLE_OPTIONS.items() if r in roles]
+    caps = ", ".join(f"{o}={bounds.get(o)}" for o in options)
+    flags = " / ".join("--" + o.replace("_", "-") for o in options)
     return (
-        f"the program plans {format_bytes(arena_bytes)} of activations for batch "
-        f"{bounds.get('max_batch')} x sequence {bounds.get('max_seq')}; lower --max-batch / "
-        "--max-seq (max_batch= / max_seq=) for a smaller arena"
+        f"the program plans {format_bytes(arena_bytes)} of activations for {caps}; "
+        f"lower {flags} for a smaller arena"
     )

@@ -5,11 +5,14 @@ Usage::
     export-sweep --all --backend all -j 2 --out sweep-results.json      # the full sweep
     export-sweep --subset ci --backend all -j 2 --out sweep-results.json
     export-sweep --families bert vit --backend onnx --out results.json
+    export-sweep --all --out sweep-results.json --redo bounds timeout   # re-measure those
     export-sweep coverage results.json -o COVERAGE.md
     export-sweep check COVERAGE.md [--families bert vit | --subset ci] [--backend onnx]
                  [--results fresh.json]
 
-A sweep run is resumable: ``(type, backend)`` pairs already in ``--out`` are skipped. ``check``
+A sweep run is resumable: ``(type, backend)`` pairs already in ``--out`` are skipped, except
+those whose recorded failure stopped at a stage given to ``--redo``. SIGTERM or Ctrl-C stops the
+workers and keeps every result recorded so far. ``check``
 runs a fresh sweep of the families in the committed table (or those given; ``--results`` compares
 an existing results file instead) and exits 1, printing the differences, when statuses disagree.
 """
@@ -17,8 +20,12 @@ an existing results file instead) and exits 1, printing the differences, when st
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["main"]
@@ -55,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
         "--all", action="store_true", help="every base model type of the installed transformers"
     )
     _add_run_options(r, out_default="sweep-results.json")
+    r.add_argument(
+        "--redo", nargs="+", default=(), metavar="STAGE",
+        help="also re-run recorded pairs that stopped at these stages (e.g. bounds timeout)",
+    )
 
     c = sub.add_parser("coverage", help="write COVERAGE.md from a results file")
     c.add_argument("results", help="results JSON of a sweep")
@@ -117,7 +128,22 @@ def _sweep(args: argparse.Namespace, types: list[str], out: str) -> dict:
         memory_mb=args.memory_mb,
         timeout_s=args.timeout,
         progress=not args.quiet,
+        redo_stages=tuple(getattr(args, "redo", ()) or ()),
     )
+
+
+@contextmanager
+def _exit_on_sigterm() -> Iterator[None]:
+    """Turn SIGTERM into ``SystemExit`` (status 143) while the command runs, so the worker
+    pool's cleanup stops its workers; the previous handler is restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,6 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] not in _COMMANDS and argv[0] not in ("-h", "--help"):
         argv.insert(0, "run")
     args = _parser().parse_args(argv)
+    with _exit_on_sigterm():
+        return _run_command(args)
+
+
+def _run_command(args: argparse.Namespace) -> int:
     if args.command is None:
         _parser().print_help()
         return 2

@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -128,6 +128,7 @@ def run_sweep(
     memory_mb: int = 4096,
     timeout_s: float = 180.0,
     progress: bool = True,
+    redo_stages: Collection[str] = (),
 ) -> dict[str, Any]:
     """Export ``model_types`` to ``backends`` in isolated workers, recording every result.
 
@@ -139,6 +140,9 @@ def run_sweep(
         memory_mb: address-space budget of one job (MiB).
         timeout_s: wall-time limit of one job (s).
         progress: show a progress bar and one line per finished job on stderr.
+        redo_stages: also re-run recorded pairs whose result stopped at one of these stages
+            (``bounds``, ``timeout``, ...), replacing their records: re-measures what a fix
+            changed without a full sweep.
 
     Returns:
         The results data (also written to ``out``).
@@ -148,12 +152,11 @@ def run_sweep(
     data = load_results(out)
     data["versions"] = versions()
     results: dict[str, Any] = data["results"]
-    todo = [
-        (t, b)
-        for t in dict.fromkeys(model_types)
-        for b in backends
-        if b not in results.get(t, {}).get("backends", {})
-    ]
+    def recorded(t: str, b: str) -> bool:
+        rec = results.get(t, {}).get("backends", {}).get(b)
+        return rec is not None and rec.get("stage") not in redo_stages
+
+    todo = [(t, b) for t in dict.fromkeys(model_types) for b in backends if not recorded(t, b)]
     say = print if progress else (lambda *a, **k: None)
     say(
         f"export sweep: {len(todo)} exports to run ({len(results)} types already recorded), "
