@@ -173,7 +173,7 @@ def test_too_small_cap_is_reported(tmp_path: Path) -> None:
 
 class _Waveform(torch.nn.Module):
     """``input_values`` (batch, samples) float32 -> (batch, frames, 4) with 80-sample frames;
-    its ``config`` says 50 Hz, so the default cap (10 s) is 500 samples."""
+    its ``config`` says 50 Hz, so the default cap (1 s) is 50 samples."""
 
     def __init__(self) -> None:
         super().__init__()

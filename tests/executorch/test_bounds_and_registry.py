@@ -44,10 +44,10 @@ def test_axis_roles() -> None:
 
 
 def test_audio_cap_from_sampling_rate_or_default() -> None:
-    assert dim_limits(_Config(sampling_rate=24000)).max_audio_samples == 240000
+    assert dim_limits(_Config(sampling_rate=24000)).max_audio_samples == 24000
     assert dim_limits(_Config(sampling_rate=24000)).sources["max_audio_samples"] == (
-        "10 s at config.sampling_rate=24000")
-    assert dim_limits(None).max_audio_samples == 160000
+        "1 s at config.sampling_rate=24000")
+    assert dim_limits(None).max_audio_samples == 16000
     assert dim_limits(None, max_audio_samples=800).sources["max_audio_samples"] == "option"
 
 
@@ -84,17 +84,17 @@ def test_waveform_and_its_mask_get_the_audio_cap() -> None:
     plan = apply_dim_bounds(ep, ["input_values", "attention_mask"],
                             dim_limits(_Config(max_position_embeddings=128, sampling_rate=16000)))
     got = {(d.input, d.axis): (d.role, d.max) for d in plan.dims}
-    assert got == {("input_values", 0): ("batch", 8), ("input_values", 1): ("audio", 160000),
-                   ("attention_mask", 0): ("batch", 8), ("attention_mask", 1): ("sequence", 160000)}
+    assert got == {("input_values", 0): ("batch", 8), ("input_values", 1): ("audio", 16000),
+                   ("attention_mask", 0): ("batch", 8), ("attention_mask", 1): ("sequence", 16000)}
 
 
 def test_derived_cap_below_the_example_is_raised_but_an_option_is_not() -> None:
     ep = _waveform_program()
     plan = apply_dim_bounds(ep, ["input_values", "attention_mask"],
-                            dim_limits(_Config(sampling_rate=100)))  # 10 s = 1000 samples
+                            dim_limits(_Config(sampling_rate=1000)))  # 1 s = 1000 samples
     assert plan.limits.max_audio_samples == 3200
     assert plan.limits.sources["max_audio_samples"] == (
-        "example size of input_values[1] (above 10 s at config.sampling_rate=100=1000)")
+        "example size of input_values[1] (the cap 1000 from 1 s at config.sampling_rate=1000 is smaller)")
     assert {d.max for d in plan.dims if d.axis == 1} == {3200}
     with pytest.raises(InputError, match=r"max_audio_samples=1000 is below the example size 3200"):
         apply_dim_bounds(_waveform_program(), ["input_values", "attention_mask"],
@@ -102,7 +102,7 @@ def test_derived_cap_below_the_example_is_raised_but_an_option_is_not() -> None:
 
 
 def test_workarounds_are_registered_with_reason_and_upstream() -> None:
-    assert workarounds.__all__ == ["list_return_validator", "view_after_sdpa"]
+    assert workarounds.__all__ == ["list_return_validator", "view_after_sdpa", "xnnpack_reshape_dims"]
     rows = {r["name"]: r for r in describe(["executorch"])}
     patch = rows["executorch:executorch.exir.verification.arg_validator.EdgeOpArgValidator.call_function"]
     assert patch["kind"] == "patch" and patch["resolvable"], patch["problem"]

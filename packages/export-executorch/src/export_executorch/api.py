@@ -58,7 +58,7 @@ def export(
         max_image_size: upper bound of image height / width (default: ``config.image_size``,
             else 224).
         max_audio_samples: upper bound of waveform axes (``input_values``), in samples
-            (default: 10 s at ``config.sampling_rate``, else 160000). A bound left to its
+            (default: 1 s at ``config.sampling_rate``, else 16000). A bound left to its
             default is raised to the example inputs' size when they are larger.
         constant_kwargs: ``forward`` keyword arguments fixed at export (dict inputs only).
         strict: trace with TorchDynamo.

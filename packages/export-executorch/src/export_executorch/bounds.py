@@ -12,7 +12,7 @@ lowering, every symbol of a user input gets a real range ``[1, max]``:
 - ``image`` (height and width of 4-d float inputs): the config's ``image_size`` (else
   :data:`DEFAULT_MAX_IMAGE_SIZE`), or ``max_image_size``;
 - ``audio`` (the axes of a raw waveform, ``input_values`` / ``audio_values``, after the batch):
-  ten seconds at the config's ``sampling_rate`` (else :data:`DEFAULT_MAX_AUDIO_SAMPLES`), or
+  one second at the config's ``sampling_rate`` (else :data:`DEFAULT_MAX_AUDIO_SAMPLES`), or
   ``max_audio_samples``. A waveform has thousands of samples per second, so the token cap
   would reject any real clip.
 
@@ -74,11 +74,13 @@ DEFAULT_MAX_SEQ = 512
 DEFAULT_MAX_IMAGE_SIZE = 224
 """Image height / width cap when the config has no ``image_size``."""
 
-DEFAULT_MAX_AUDIO_SAMPLES = 160_000
-"""Waveform length cap (samples) when the config has no ``sampling_rate``: 10 s at 16 kHz."""
+DEFAULT_MAX_AUDIO_SAMPLES = 16_000
+"""Waveform length cap (samples) when the config has no ``sampling_rate``: 1 s at 16 kHz."""
 
-AUDIO_SECONDS = 10
-"""Seconds of audio admitted by default when the config gives a ``sampling_rate``."""
+AUDIO_SECONDS = 1
+"""Seconds of audio admitted by default when the config gives a ``sampling_rate``. Kept short:
+ExecuTorch plans a wav2vec2-style encoder's arena roughly quadratically in this cap (a tiny HuBERT
+at batch 8 plans 70 MiB for 4000 samples, 1.1 GiB for 16000 and 107 GiB for 160000)."""
 
 WAVEFORM_INPUTS = frozenset({"input_values", "audio_values", "input_audio", "waveform", "audio"})
 """Input names whose non-batch axes are ``audio`` axes (raw samples, or frames of a
@@ -376,8 +378,8 @@ def _fit_examples(
                 stage="bounds",
             )
         raised[role] = example
-        sources[option] = (f"example size of {name}[{axis}] "
-                           f"(above {sources.get(option, 'the default')}={cap})")
+        sources[option] = (f"example size of {name}[{axis}] (the cap {cap} from "
+                           f"{sources.get(option, 'the default')} is smaller)")
     if not raised:
         return limits
     return replace(limits, sources=sources,

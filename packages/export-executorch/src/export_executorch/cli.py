@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "config's image_size, else 224)")
     p.add_argument("--max-audio-samples", type=_positive, metavar="N",
                    help="longest waveform (input_values) the program accepts, in samples "
-                   "(default: 10 s at the config's sampling_rate, else 160000)")
+                   "(default: 1 s at the config's sampling_rate, else 16000)")
     return p
 
 

@@ -48,8 +48,8 @@ class ExecutorchConfig(DynamoConfig):
             512).
         max_image_size: upper bound of image height / width (``None``: the config's
             ``image_size``, else 224).
-        max_audio_samples: upper bound of waveform axes, in samples (``None``: 10 s at the
-            config's ``sampling_rate``, else 160000).
+        max_audio_samples: upper bound of waveform axes, in samples (``None``: 1 s at the
+            config's ``sampling_rate``, else 16000).
 
     A derived bound (``None``) below the example inputs' size is raised to it; see
     :mod:`export_executorch.bounds`.
