@@ -11,7 +11,7 @@ Usage::
                  [--results fresh.json]
 
 A sweep run is resumable: ``(type, backend)`` pairs already in ``--out`` are skipped, except
-those whose recorded failure stopped at a stage given to ``--redo``. SIGTERM or Ctrl-C stops the
+those whose recorded failure stopped at a stage (or whose status is) given to ``--redo``. SIGTERM or Ctrl-C stops the
 workers and keeps every result recorded so far. ``check``
 runs a fresh sweep of the families in the committed table (or those given; ``--results`` compares
 an existing results file instead) and exits 1, printing the differences, when statuses disagree.
@@ -64,7 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_options(r, out_default="sweep-results.json")
     r.add_argument(
         "--redo", nargs="+", default=(), metavar="STAGE",
-        help="also re-run recorded pairs that stopped at these stages (e.g. bounds timeout)",
+        help="also re-run recorded pairs that stopped at these stages or have these statuses "
+        "(e.g. bounds timeout, or pass)",
     )
 
     c = sub.add_parser("coverage", help="write COVERAGE.md from a results file")

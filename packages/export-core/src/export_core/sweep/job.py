@@ -81,8 +81,9 @@ def export_backend(
 
     Returns:
         ``{"status": "pass"|"fail"|"skip"|"xfail"|"xpass", "stage", "error", "seconds"}`` plus
-        ``"skip_reason"`` when a skip-list entry applies and ``"optimize": False`` when the ONNX
-        optimizer was disabled.
+        ``"skip_reason"`` when a skip-list entry applies, ``"optimize": False`` when the ONNX
+        optimizer was disabled, and ``"validated_shapes"`` (input sets compared with eager) when
+        the export returned.
     """
     import importlib
 
@@ -110,6 +111,7 @@ def export_backend(
     try:
         result = module.export(model, inputs.first, **kwargs)
         report = getattr(result, "report", {}) or {}
+        extra["validated_shapes"] = len((report.get("validation") or {}).get("checks") or [])
         if report.get("status") in ("failed", "fail", "error"):
             status, stage = "fail", report.get("stage")
             error = first_line(str(report.get("error") or report.get("status")))

@@ -141,8 +141,8 @@ def run_sweep(
         timeout_s: wall-time limit of one job (s).
         progress: show a progress bar and one line per finished job on stderr.
         redo_stages: also re-run recorded pairs whose result stopped at one of these stages
-            (``bounds``, ``timeout``, ...), replacing their records: re-measures what a fix
-            changed without a full sweep.
+            (``bounds``, ``timeout``, ...) or has one of these statuses (``pass``), replacing
+            their records: re-measures what a fix changed without a full sweep.
 
     Returns:
         The results data (also written to ``out``).
@@ -154,7 +154,7 @@ def run_sweep(
     results: dict[str, Any] = data["results"]
     def recorded(t: str, b: str) -> bool:
         rec = results.get(t, {}).get("backends", {}).get(b)
-        return rec is not None and rec.get("stage") not in redo_stages
+        return rec is not None and not ({rec.get("stage"), rec.get("status")} & set(redo_stages))
 
     todo = [(t, b) for t in dict.fromkeys(model_types) for b in backends if not recorded(t, b)]
     say = print if progress else (lambda *a, **k: None)
