@@ -40,7 +40,9 @@ def test_axis_roles() -> None:
         "batch", "sequence", "image", "image"]
     wave, multi = torch.zeros(2, 3200), torch.zeros(2, 1, 3200)
     assert [axis_role("input_values", wave, a) for a in range(2)] == ["batch", "audio"]
-    assert [axis_role("input_values", multi, a) for a in range(3)] == ["batch", "audio", "audio"]
+    assert [axis_role("input_values", multi, a) for a in range(3)] == ["batch", "sequence", "audio"]
+    spectrogram = torch.zeros(2, 512, 128)  # (batch, frames, mel): frames are not samples
+    assert [axis_role("input_values", spectrogram, a) for a in range(2)] == ["batch", "sequence"]
 
 
 def test_audio_cap_from_sampling_rate_or_default() -> None:

@@ -11,7 +11,7 @@ lowering, every symbol of a user input gets a real range ``[1, max]``:
   ``max_seq``;
 - ``image`` (height and width of 4-d float inputs): the config's ``image_size`` (else
   :data:`DEFAULT_MAX_IMAGE_SIZE`), or ``max_image_size``;
-- ``audio`` (the axes of a raw waveform, ``input_values`` / ``audio_values``, after the batch):
+- ``audio`` (the last axis of a raw waveform, ``input_values`` / ``audio_values``, 2-d or 3-d):
   one second at the config's ``sampling_rate`` (else :data:`DEFAULT_MAX_AUDIO_SAMPLES`), or
   ``max_audio_samples``. A waveform has thousands of samples per second, so the token cap
   would reject any real clip.
@@ -83,8 +83,9 @@ ExecuTorch plans a wav2vec2-style encoder's arena roughly quadratically in this 
 at batch 8 plans 70 MiB for 4000 samples, 1.1 GiB for 16000 and 107 GiB for 160000)."""
 
 WAVEFORM_INPUTS = frozenset({"input_values", "audio_values", "input_audio", "waveform", "audio"})
-"""Input names whose non-batch axes are ``audio`` axes (raw samples, or frames of a
-spectrogram passed as ``input_values``)."""
+"""Input names whose last axis is an ``audio`` axis when they are a waveform: ``(batch,
+samples)`` or ``(batch, channels, samples)``. A spectrogram passed as ``input_values``
+``(batch, frames, mel)`` keeps ``sequence`` frames (its mel axis is static)."""
 
 MIN_CAP = 3
 """Smallest cap that keeps an axis dynamic. ``to_edge_transform_and_lower`` re-traces the program
@@ -259,16 +260,26 @@ def dim_limits(
     return DimLimits(max_batch, max_seq, max_image_size, max_audio_samples, sources)
 
 
+def _is_waveform(value: Any) -> bool:
+    """``(batch, samples)``, or ``(batch, channels, samples)`` with a static channel axis; a
+    ``(batch, frames, mel)`` spectrogram has two dynamic axes after the batch."""
+    ndim = getattr(value, "dim", lambda: 0)()
+    if ndim == 2:
+        return True
+    channels = value.shape[1] if ndim == 3 else None
+    return ndim == 3 and not (isinstance(channels, torch.SymInt) and channels.node.expr.free_symbols)
+
+
 def axis_role(input_name: str, value: Any, axis: int) -> str:
     """The role of ``axis`` of input ``input_name`` whose traced value is ``value``.
 
-    Axis 0 is the batch; the other axes of a waveform input (:data:`WAVEFORM_INPUTS`) are
+    Axis 0 is the batch; the last axis of a waveform input (:data:`WAVEFORM_INPUTS`) is
     ``audio``; height and width of a 4-d floating input (``pixel_values``) are ``image``; every
     other axis (tokens, mask positions) is ``sequence``.
     """
     if axis == 0:
         return "batch"
-    if input_name in WAVEFORM_INPUTS:
+    if input_name in WAVEFORM_INPUTS and _is_waveform(value) and axis == value.dim() - 1:
         return "audio"
     dtype = getattr(value, "dtype", None)
     if getattr(value, "dim", lambda: 0)() == 4 and axis >= 2 and dtype is not None and dtype.is_floating_point:
