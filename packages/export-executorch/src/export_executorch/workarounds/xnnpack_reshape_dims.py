@@ -28,6 +28,7 @@ Source:
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -61,6 +62,17 @@ def _is_conv1d(node: torch.fx.Node) -> bool:
     return getattr(val, "dim", lambda: 0)() == 3
 
 
+def _rejecting(original: Any, reject: Callable[[torch.fx.Node], bool]) -> Any:
+    """``original`` (a partitioner config's ``check_constraints(self, node, ep) -> bool``)
+    answering ``False`` for the nodes ``reject`` names."""
+
+    @functools.wraps(original)
+    def check_constraints(self: Any, node: torch.fx.Node, ep: Any) -> bool:
+        return False if reject(node) else original(self, node, ep)
+
+    return check_constraints
+
+
 @register_patch(
     "executorch.xnnpack",
     f"{_CONFIGS}.gemm_configs.ConvolutionConfig.check_constraints",
@@ -70,27 +82,16 @@ def _is_conv1d(node: torch.fx.Node) -> bool:
     upstream="https://github.com/pytorch/executorch/issues/11449",
 )
 def conv1d_inputs_with_one_dynamic_dim(original: Any) -> Any:
-    """Wrap ``ConvolutionConfig.check_constraints`` to reject a 1-d convolution (weight
-    ``(out_channels, in_channels, kernel)``) whose input ``(batch, channels, time)`` has more than
-    :data:`MAX_DYNAMIC_DIMS` symbolic dimensions.
-
-    Args:
-        original: ``ConvolutionConfig.check_constraints(self, node, ep) -> bool``.
-
-    Returns:
-        The replacement: ``False`` for such a convolution, else the original's answer.
+    """Wrap ``ConvolutionConfig.check_constraints(self, node, ep) -> bool`` to answer ``False``
+    for a 1-d convolution (weight ``(out_channels, in_channels, kernel)``) whose input
+    ``(batch, channels, time)`` has more than :data:`MAX_DYNAMIC_DIMS` symbolic dimensions.
 
     Source:
         https://github.com/pytorch/executorch/issues/11449
     """
-
-    @functools.wraps(original)
-    def check_constraints(self: Any, node: torch.fx.Node, ep: Any) -> bool:
-        if _is_conv1d(node) and dynamic_dims(node.args[0]) > MAX_DYNAMIC_DIMS:
-            return False
-        return original(self, node, ep)
-
-    return check_constraints
+    return _rejecting(
+        original, lambda node: _is_conv1d(node) and dynamic_dims(node.args[0]) > MAX_DYNAMIC_DIMS
+    )
 
 
 @register_patch(
@@ -102,23 +103,11 @@ def conv1d_inputs_with_one_dynamic_dim(original: Any) -> Any:
     upstream="https://github.com/pytorch/executorch/pull/19261",
 )
 def unsqueeze_with_one_dynamic_dim(original: Any) -> Any:
-    """Wrap ``UnsqueezeCopyConfig.check_constraints`` to reject an ``unsqueeze_copy`` whose
-    output has more than :data:`MAX_DYNAMIC_DIMS` symbolic dimensions.
-
-    Args:
-        original: ``UnsqueezeCopyConfig.check_constraints(self, node, ep) -> bool``.
-
-    Returns:
-        The replacement: ``False`` for such a node, else the original's answer.
+    """Wrap ``UnsqueezeCopyConfig.check_constraints(self, node, ep) -> bool`` to answer
+    ``False`` for an ``unsqueeze_copy`` whose output has more than :data:`MAX_DYNAMIC_DIMS`
+    symbolic dimensions.
 
     Source:
         https://github.com/pytorch/executorch/pull/19261
     """
-
-    @functools.wraps(original)
-    def check_constraints(self: Any, node: torch.fx.Node, ep: Any) -> bool:
-        if dynamic_dims(node) > MAX_DYNAMIC_DIMS:
-            return False
-        return original(self, node, ep)
-
-    return check_constraints
+    return _rejecting(original, lambda node: dynamic_dims(node) > MAX_DYNAMIC_DIMS)
