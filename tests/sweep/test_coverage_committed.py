@@ -12,11 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from export_core.sweep.coverage import parse_coverage, parse_versions
-from export_core.sweep.job import BACKENDS
-from export_core.sweep.run import STATUSES, versions
-from export_core.sweep.subsets import SUBSETS
-from export_core.zoo.catalog import base_model_types
+from export_sweep.results import versions
+from export_sweep.sweep.backends import BACKENDS
+from export_sweep.sweep.coverage import parse_coverage, parse_versions
+from export_sweep.sweep.run import STATUSES
+from export_sweep.sweep.subsets import SUBSETS
+from export_sweep.zoo.catalog import base_model_types
 
 ROOT = Path(__file__).resolve().parents[2]
 COVERAGE = ROOT / "COVERAGE.md"
@@ -65,7 +66,7 @@ def test_ci_subset_agrees_with_committed_coverage(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "export_core.sweep",
+            "export_sweep",
             "check",
             str(COVERAGE),
             "--subset",

@@ -12,8 +12,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from export_core.sweep.job import export_backend  # noqa: E402
-from export_core.sweep.skips import (  # noqa: E402
+from export_sweep.sweep.job import export_backend  # noqa: E402
+from export_sweep.sweep.skips import (  # noqa: E402
     EXPORT_SKIPS,
     ONNX_DISABLE_OPTIMIZE,
     SkipEntry,
@@ -74,7 +74,7 @@ def test_scopes_select_backends() -> None:
 
 
 def _export(entry: SkipEntry, backend: str) -> dict:
-    from export_core.zoo import build_tiny_model
+    from export_sweep.zoo import build_tiny_model
 
     tiny = build_tiny_model(entry.model_type)
     assert tiny.class_name == entry.class_name, "the zoo builds another class for this type"
@@ -108,7 +108,7 @@ if ONNX_DISABLE_OPTIMIZE:
     @pytest.mark.parametrize("entry", _params(ONNX_DISABLE_OPTIMIZE))
     def test_onnx_optimizer_bug_still_present(entry: SkipEntry) -> None:
         # With the optimizer on (no override list), the upstream bug must still break the export.
-        from export_core.zoo import build_tiny_model
+        from export_sweep.zoo import build_tiny_model
 
         tiny = build_tiny_model(entry.model_type)
         result = export_backend(

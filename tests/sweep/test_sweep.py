@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,19 +12,19 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from export_core.sweep import (  # noqa: E402
+from export_sweep.cli import main  # noqa: E402
+from export_sweep.sweep import (  # noqa: E402
     SUBSETS,
     SkipEntry,
     compare,
     coverage_markdown,
     export_backend,
     export_job,
+    get_backend,
     parse_coverage,
     totals,
 )
-from export_core.sweep import job as job_module  # noqa: E402
-from export_core.sweep.cli import main  # noqa: E402
-from export_core.zoo.inputs import ExampleInputs  # noqa: E402
+from export_sweep.zoo.inputs import ExampleInputs  # noqa: E402
 
 
 class TinyLinear(torch.nn.Module):
@@ -98,9 +99,9 @@ def test_coverage_roundtrip_and_compare() -> None:
     assert tot["vision"]["built"] == 0
 
 
-def test_missing_backend_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(job_module.BACKEND_MODULES, "onnx", ("no_such_module_xyz", "export-onnx"))
-    r = export_backend(TinyLinear(), _linear_inputs(), "onnx")
+def test_missing_backend_is_skipped() -> None:
+    missing = replace(get_backend("onnx"), module="no_such_module_xyz")
+    r = export_backend(TinyLinear(), _linear_inputs(), missing)
     assert r["status"] == "skip" and "export-onnx not installed" in r["error"]
 
 

@@ -10,20 +10,21 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from export_core.zoo import (  # noqa: E402
+from export_sweep.results import load_results  # noqa: E402
+from export_sweep.zoo import (  # noqa: E402
     Job,
     Modality,
     WorkerPool,
     base_model_types,
     build_tiny_model,
     build_zoo,
-    load_results,
     load_tiny_model,
     model_modality,
     run_isolated,
     save_tiny_model,
     shrink_config_dict,
     summarize,
+    zoo_cache_root,
 )
 
 REPRESENTATIVE = [
@@ -101,8 +102,26 @@ def test_encoder_decoder_gets_decoder_input_ids() -> None:
     assert "decoder_input_ids" in tiny.inputs.first
 
 
+def test_model_class_builds_a_head_instead_of_the_base_model() -> None:
+    tiny = build_tiny_model("electra", model_class="ElectraForSequenceClassification")
+    assert tiny.class_name == type(tiny.model).__name__ == "ElectraForSequenceClassification"
+    assert tiny.outputs and tiny.outputs[0].logits.shape[-1] == tiny.config.num_labels
+    assert build_tiny_model("electra", forward=False).class_name == "ElectraModel"
+
+
+def test_cache_root_reads_the_new_then_the_old_variable(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("EXPORT_SWEEP_ZOO_CACHE", raising=False)
+    monkeypatch.setenv("EXPORT_CORE_ZOO_CACHE", str(tmp_path / "old"))
+    assert zoo_cache_root() == tmp_path / "old"
+    monkeypatch.setenv("EXPORT_SWEEP_ZOO_CACHE", str(tmp_path / "new"))
+    assert zoo_cache_root() == tmp_path / "new"
+    monkeypatch.delenv("EXPORT_SWEEP_ZOO_CACHE")
+    monkeypatch.delenv("EXPORT_CORE_ZOO_CACHE")
+    assert zoo_cache_root().parts[-2:] == ("export_sweep", "zoo")
+
+
 def test_save_and_reload_round_trip(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("EXPORT_CORE_ZOO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("EXPORT_SWEEP_ZOO_CACHE", str(tmp_path / "cache"))
     directory = save_tiny_model("llama", tmp_path / "llama")
     assert (directory / "config.json").is_file()
     assert (directory / "model.safetensors").is_file()

@@ -1,14 +1,14 @@
 """Build the whole zoo in isolated workers and report (resumable).
 
 :func:`zoo_job` is the job one worker runs for one model type; :func:`build_zoo` runs it for many
-types in a :class:`~export_core.zoo.isolate.WorkerPool`, recording each result in a JSON file as
+types in a :class:`~export_sweep.zoo.isolate.WorkerPool`, recording each result in a JSON file as
 it arrives (types already recorded are skipped, so an interrupted sweep resumes);
 :func:`summarize` turns the records into totals per modality and failures grouped by reason.
+The results file is read and written by :mod:`export_sweep.results`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -19,13 +19,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from export_core.zoo.isolate import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Job, JobResult, WorkerPool
+from export_sweep.results import load_results, versions, write_results
+from export_sweep.zoo.isolate import (
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT_S,
+    Job,
+    JobResult,
+    WorkerPool,
+)
 
 __all__ = [
     "ZooSummary",
     "build_zoo",
     "failure_reason",
-    "load_results",
     "summarize",
     "zoo_job",
 ]
@@ -45,7 +51,7 @@ def zoo_job(model_type: str, *, save: bool = False) -> dict[str, Any]:
     Raises:
         ZooBuildError: when the build fails (the worker reports it as a failed job).
     """
-    from export_core.zoo.build import build_tiny_model, save_tiny_model
+    from export_sweep.zoo.build import build_tiny_model, save_tiny_model
 
     t0 = time.perf_counter()
     tiny = build_tiny_model(model_type)
@@ -65,27 +71,6 @@ def zoo_job(model_type: str, *, save: bool = False) -> dict[str, Any]:
     if save:
         record["directory"] = str(save_tiny_model(model_type))
     return record
-
-
-def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a results file (``{"versions": ..., "results": {model_type: record}}``)."""
-    p = Path(path)
-    if not p.is_file():
-        return {"versions": {}, "results": {}}
-    return json.loads(p.read_text())
-
-
-def _write_results(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
-
-
-def _versions() -> dict[str, str]:
-    import torch
-    import transformers
-
-    return {"torch": torch.__version__, "transformers": transformers.__version__}
 
 
 def _record(job_result: JobResult, modality: str) -> dict[str, Any]:
@@ -155,12 +140,12 @@ def build_zoo(
     Returns:
         The results data (also written to ``out``).
     """
-    from export_core.zoo.catalog import model_modality
+    from export_sweep.zoo.catalog import model_modality
 
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     path = Path(out)
     data = load_results(path)
-    data["versions"] = _versions()
+    data["versions"] = versions()
     results: dict[str, Any] = data.setdefault("results", {})
     todo = [
         t
@@ -168,18 +153,18 @@ def build_zoo(
         if t not in results or (retry_failed and results[t].get("status") != "ok")
     ]
     say(f"zoo: {len(todo)} to build ({len(results)} already recorded), {workers} workers")
-    jobs = [Job("export_core.zoo.sweep:zoo_job", (t,), {"save": save}, key=t) for t in todo]
+    jobs = [Job("export_sweep.zoo.batch:zoo_job", (t,), {"save": save}, key=t) for t in todo]
     start = time.monotonic()
     with WorkerPool(workers, memory_mb=memory_mb, timeout_s=timeout_s) as pool:
         for i, (job, res) in enumerate(pool.imap_unordered(jobs), 1):
             rec = _record(res, str(model_modality(job.key)))
             results[job.key] = rec
-            _write_results(path, data)
+            write_results(path, data)
             mark = "ok " if res.ok else res.status
             detail = "" if res.ok else f"  {(res.error or '')[:150]}"
             say(f"[{i}/{len(todo)}] {mark:7s} {job.key:40s} {res.seconds:6.1f}s{detail}")
     data["wall_seconds_last_run"] = round(time.monotonic() - start, 1)
-    _write_results(path, data)
+    write_results(path, data)
     return data
 
 

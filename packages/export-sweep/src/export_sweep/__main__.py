@@ -1,10 +1,10 @@
-"""``python -m export_core.sweep``: same as the ``export-sweep`` console script."""
+"""``python -m export_sweep``: the same as the ``export-sweep`` console script."""
 
 from __future__ import annotations
 
 import sys
 
-from export_core.sweep.cli import main
+from export_sweep.cli import main
 
 __all__: list[str] = []
 

@@ -25,7 +25,8 @@ from typing import Any
 
 import torch
 
-from export_core.zoo.shrink import special_token_ids
+from export_sweep.errors import first_line
+from export_sweep.zoo.shrink import special_token_ids
 
 __all__ = [
     "DEFAULT_SHAPES",
@@ -483,7 +484,7 @@ class _RecipeBook:
 
     # ── helpers ──
     def is_video(self) -> bool:
-        from export_core.zoo.catalog import model_modality
+        from export_sweep.zoo.catalog import model_modality
 
         return model_modality(getattr(self.ctx.config, "model_type", "")) == "video"
 
@@ -804,7 +805,7 @@ def make_example_inputs(
                 check(first)
         except Exception as e:  # noqa: BLE001 - try the next recipe
             logger.debug("input recipe %s rejected", recipe.name, exc_info=True)
-            errors.append(f"{recipe.name}: {type(e).__name__}: {_first_line(e)}")
+            errors.append(f"{recipe.name}: {first_line(e)}")
             continue
         sets = [first]
         used = [shapes[0]]
@@ -837,7 +838,3 @@ def make_example_inputs(
         return ExampleInputs(sets=tuple(sets), recipe=recipe.name, shapes=tuple(used))
     raise RuntimeError("no input recipe works: " + " | ".join(errors))
 
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return (text.splitlines()[0] if text else "")[:300]

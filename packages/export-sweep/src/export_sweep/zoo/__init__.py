@@ -3,14 +3,15 @@
 For every model type the installed ``transformers`` knows, the zoo shrinks the default
 configuration (:mod:`.shrink`), builds the model class (:mod:`.build`) with example inputs
 (:mod:`.inputs`) that an eager forward accepts, and can build the whole catalog (:mod:`.catalog`)
-in isolated, memory- and time-limited workers (:mod:`.isolate`, :mod:`.sweep`)::
+in isolated, memory- and time-limited workers (:mod:`.isolate`, :mod:`.batch`)::
 
-    python -m export_core.zoo build --all -j 2 --out zoo-results.json
+    python -m export_sweep.zoo build --all -j 2 --out zoo-results.json
 
 ``transformers`` is imported lazily: importing this package costs only ``torch``.
 """
 
-from export_core.zoo.build import (
+from export_sweep.zoo.batch import ZooSummary, build_zoo, failure_reason, summarize, zoo_job
+from export_sweep.zoo.build import (
     TinyModel,
     ZooBuildError,
     build_tiny_model,
@@ -19,7 +20,8 @@ from export_core.zoo.build import (
     tiny_config,
     zoo_cache_dir,
 )
-from export_core.zoo.catalog import (
+from export_sweep.zoo.cache import zoo_cache_root
+from export_sweep.zoo.catalog import (
     CatalogEntry,
     Modality,
     base_model_types,
@@ -27,10 +29,9 @@ from export_core.zoo.catalog import (
     model_class_name,
     model_modality,
 )
-from export_core.zoo.inputs import ExampleInputs, InputRecipe, input_recipes, make_example_inputs
-from export_core.zoo.isolate import Job, JobResult, Worker, WorkerPool, run_isolated
-from export_core.zoo.shrink import shrink_config, shrink_config_dict, special_token_ids
-from export_core.zoo.sweep import ZooSummary, build_zoo, load_results, summarize, zoo_job
+from export_sweep.zoo.inputs import ExampleInputs, InputRecipe, input_recipes, make_example_inputs
+from export_sweep.zoo.isolate import Job, JobResult, Worker, WorkerPool, run_isolated
+from export_sweep.zoo.shrink import shrink_config, shrink_config_dict, special_token_ids
 
 __all__ = [
     "CatalogEntry",
@@ -48,8 +49,8 @@ __all__ = [
     "build_tiny_model",
     "build_zoo",
     "catalog",
+    "failure_reason",
     "input_recipes",
-    "load_results",
     "load_tiny_model",
     "make_example_inputs",
     "model_class_name",
@@ -62,5 +63,6 @@ __all__ = [
     "summarize",
     "tiny_config",
     "zoo_cache_dir",
+    "zoo_cache_root",
     "zoo_job",
 ]

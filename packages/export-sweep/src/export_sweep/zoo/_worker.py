@@ -1,6 +1,6 @@
-"""Worker subprocess of :mod:`export_core.zoo.isolate` (internal).
+"""Worker subprocess of :mod:`export_sweep.zoo.isolate` (internal).
 
-Run as ``python -m export_core.zoo._worker JOB_FD RESULT_FD PRELOAD``: reads pickled jobs from
+Run as ``python -m export_sweep.zoo._worker JOB_FD RESULT_FD PRELOAD``: reads pickled jobs from
 ``JOB_FD``, runs each under an ``RLIMIT_AS`` cap, writes pickled results to ``RESULT_FD``. A
 ``None`` job ends the loop.
 """
@@ -14,6 +14,8 @@ import sys
 import time
 import traceback
 from typing import Any
+
+from export_sweep.errors import first_line
 
 __all__ = ["main"]
 
@@ -56,13 +58,9 @@ def _is_oom(e: BaseException) -> bool:
     )
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return f"{type(e).__name__}: {(text.splitlines()[0] if text else '')[:500]}"
-
 
 def _run(job: dict[str, Any]) -> dict[str, Any]:
-    from export_core.zoo.isolate import _send  # noqa: F401 - same framing
+    from export_sweep.zoo.isolate import _send  # noqa: F401 - same framing
 
     memory_mb = int(job.get("memory_mb") or 0)
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -82,7 +80,7 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
         status = "oom" if _is_oom(e) else "fail"
         out = {
             "status": status,
-            "error": _first_line(e),
+            "error": first_line(e, 500),
             "error_type": type(e).__name__,
             "traceback": traceback.format_exc()[-8000:],
         }
@@ -96,7 +94,7 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     """Worker loop; see the module docstring."""
-    from export_core.zoo.isolate import _recv, _send
+    from export_sweep.zoo.isolate import _recv, _send
 
     job_fd, res_fd = int(argv[0]), int(argv[1])
     preload = [m for m in (argv[2] if len(argv) > 2 else "").split(",") if m]
@@ -125,7 +123,7 @@ def main(argv: list[str]) -> int:
         except Exception as e:  # noqa: BLE001 - unpicklable value
             result = {
                 "status": "fail",
-                "error": f"unpicklable result: {_first_line(e)}",
+                "error": f"unpicklable result: {first_line(e, 500)}",
                 "error_type": type(e).__name__,
                 "seconds": result.get("seconds", 0.0),
                 "peak_rss_mb": result.get("peak_rss_mb"),

@@ -20,9 +20,11 @@ from typing import Any
 
 import torch
 
-from export_core.zoo.catalog import Modality, model_class_name, model_modality
-from export_core.zoo.inputs import ExampleInputs, make_example_inputs
-from export_core.zoo.shrink import TARGETS, ShrinkTargets, fix_modeling_defaults, shrink_config
+from export_sweep.errors import first_line
+from export_sweep.zoo.cache import zoo_cache_root
+from export_sweep.zoo.catalog import Modality, model_class_name, model_modality
+from export_sweep.zoo.inputs import ExampleInputs, make_example_inputs
+from export_sweep.zoo.shrink import TARGETS, ShrinkTargets, fix_modeling_defaults, shrink_config
 
 __all__ = [
     "MAX_PARAMETERS",
@@ -109,15 +111,6 @@ class TinyModel:
     shrink: str = "default"
 
 
-def _first_line(e: BaseException) -> str:
-    """``Type: first line`` of an error; a first line ending in ``:`` (validation errors) gets
-    the next line too, which holds the actual reason."""
-    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
-    text = lines[0] if lines else ""
-    if text.endswith(":") and len(lines) > 1:
-        text = f"{text} {lines[1]}"
-    return f"{type(e).__name__}: {text[:300]}"
-
 
 def tiny_config(model_type: str, targets: ShrinkTargets = TARGETS) -> Any:
     """The shrunk default configuration of ``model_type``.
@@ -137,11 +130,11 @@ def tiny_config(model_type: str, targets: ShrinkTargets = TARGETS) -> Any:
     try:
         default = AutoConfig.for_model(model_type)
     except Exception as e:
-        raise ZooBuildError("config", model_type, "default config: " + _first_line(e)) from e
+        raise ZooBuildError("config", model_type, "default config: " + first_line(e)) from e
     try:
         config = shrink_config(default, targets=targets)
     except Exception as e:
-        raise ZooBuildError("config", model_type, "shrunk config: " + _first_line(e)) from e
+        raise ZooBuildError("config", model_type, "shrunk config: " + first_line(e)) from e
     _set_everywhere(config, "dtype", torch.float32)
     _set_everywhere(config, "use_cache", False)
     return config
@@ -165,16 +158,16 @@ def _set_everywhere(config: Any, name: str, value: Any) -> None:
                 stack.append(v)
 
 
-def _model_class(model_type: str) -> type:
+def _model_class(model_type: str, name: str | None = None) -> type:
     import transformers
 
-    name = model_class_name(model_type)
+    name = name or model_class_name(model_type)
     if name is None:
         raise ZooBuildError("class", model_type, "no model class in the auto mappings")
     try:
         return getattr(transformers, name)
     except Exception as e:
-        raise ZooBuildError("class", model_type, f"{name}: " + _first_line(e)) from e
+        raise ZooBuildError("class", model_type, f"{name}: " + first_line(e)) from e
 
 
 def _config_for_class(cls: type, config: Any) -> Any:
@@ -249,7 +242,7 @@ def _instantiate(cls: type, config: Any, model_type: str) -> tuple[torch.nn.Modu
             errors.append(e)
             if not _is_attn_error(e):
                 break
-    raise ZooBuildError("instantiate", model_type, _first_line(errors[-1])) from errors[-1]
+    raise ZooBuildError("instantiate", model_type, first_line(errors[-1])) from errors[-1]
 
 
 def _is_attn_error(e: BaseException) -> bool:
@@ -283,9 +276,10 @@ def _build_once(
     forward: bool,
     seed: int,
     max_parameters: int,
+    model_class: str | None = None,
 ) -> TinyModel:
     config = tiny_config(model_type, targets)
-    cls = _model_class(model_type)
+    cls = _model_class(model_type, model_class)
     config = _config_for_class(cls, config)
     _apply_modeling_defaults(config, cls)
     counted = _count_on_meta(cls, config)
@@ -305,7 +299,7 @@ def _build_once(
     try:
         inputs = make_example_inputs(model, config, seed=seed, check=check if forward else None)
     except Exception as e:
-        raise ZooBuildError("forward", model_type, _first_line(e)) from e
+        raise ZooBuildError("forward", model_type, first_line(e)) from e
     if forward:
         outputs = [_forward(model, s) for s in inputs.sets]
     return TinyModel(
@@ -331,6 +325,7 @@ def build_tiny_model(
     seed: int = 0,
     max_parameters: int = MAX_PARAMETERS,
     targets: ShrinkTargets | None = None,
+    model_class: str | None = None,
 ) -> TinyModel:
     """Build a tiny random-weight model of ``model_type`` with example inputs.
 
@@ -343,6 +338,9 @@ def build_tiny_model(
         max_parameters: refuse to allocate a bigger model (counted on the meta device first).
         targets: shrink with exactly these targets; ``None`` walks :data:`SHRINK_LADDER` until
             a rung works.
+        model_class: the ``transformers`` class to build (a head such as
+            ``"ElectraForSequenceClassification"``); ``None``: the catalog's class (the base
+            model, or a head class when the type has none).
 
     Returns:
         The model record; ``outputs`` holds the eager outputs when ``forward`` is true.
@@ -356,7 +354,12 @@ def build_tiny_model(
     for name, rung in ladder:
         try:
             tiny = _build_once(
-                model_type, rung, forward=forward, seed=seed, max_parameters=max_parameters
+                model_type,
+                rung,
+                forward=forward,
+                seed=seed,
+                max_parameters=max_parameters,
+                model_class=model_class,
             )
         except ZooBuildError as e:
             if first_error is None:
@@ -384,14 +387,13 @@ def _rules_digest() -> str:
 def zoo_cache_dir() -> Path:
     """Directory of cached tiny models for this ``transformers`` version and these rules.
 
-    ``$EXPORT_CORE_ZOO_CACHE`` (default ``~/.cache/export_core/zoo``) /
-    ``transformers-<version>`` / ``rules-<digest of shrink.py, inputs.py, build.py>``; each model
-    type is a sub-folder.
+    :func:`zoo_cache_root` / ``transformers-<version>`` / ``rules-<digest of shrink.py,
+    inputs.py, build.py>``; each model type is a sub-folder.
     """
     import transformers
 
-    root = os.environ.get("EXPORT_CORE_ZOO_CACHE") or Path.home() / ".cache" / "export_core" / "zoo"
-    return Path(root) / f"transformers-{transformers.__version__}" / f"rules-{_rules_digest()}"
+    root = zoo_cache_root()
+    return root / f"transformers-{transformers.__version__}" / f"rules-{_rules_digest()}"
 
 
 def _write_model_dir(tiny: TinyModel, directory: Path) -> None:

@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from export_core.sweep.job import BACKENDS
-from export_core.sweep.run import totals
+from export_sweep.sweep.backends import BACKEND_TABLE, BACKENDS
+from export_sweep.sweep.run import totals
 
 __all__ = [
     "TABLE_HEADING",
@@ -26,7 +26,7 @@ __all__ = [
 TABLE_HEADING = "## Model types"
 """Heading of the per-type table that :func:`parse_coverage` reads."""
 
-_LABEL = {"onnx": "ONNX", "executorch": "ExecuTorch"}
+_LABEL = {b.name: b.label for b in BACKEND_TABLE}
 
 
 def _cell(text: Any) -> str:

@@ -15,6 +15,8 @@ Two ways to run:
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import pickle
 import queue
@@ -29,6 +31,8 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from export_sweep.zoo.cache import zoo_cache_root
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
@@ -71,10 +75,7 @@ def _worker_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(_WORKER_ENV)
     if "PYTHONPYCACHEPREFIX" not in env:
-        root = env.get("EXPORT_CORE_ZOO_CACHE") or os.path.join(
-            os.path.expanduser("~"), ".cache", "export_core", "zoo"
-        )
-        env["PYTHONPYCACHEPREFIX"] = os.path.join(root, "pycache")
+        env["PYTHONPYCACHEPREFIX"] = str(zoo_cache_root() / "pycache")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
@@ -88,12 +89,18 @@ class Job:
         args: positional arguments (picklable).
         kwargs: keyword arguments (picklable).
         key: a label for reports; defaults to the target.
+        timeout_s: wall-time limit of this job (s); ``None``: the runner's default.
+        progress_kwarg: when set, the runner creates an empty progress file, passes its path as
+            this keyword argument, and returns what the job wrote there (JSON) in
+            :attr:`JobResult.progress`, also when the job crashed or timed out.
     """
 
     target: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     key: str = ""
+    timeout_s: float | None = None
+    progress_kwarg: str | None = None
 
     @property
     def label(self) -> str:
@@ -113,6 +120,8 @@ class JobResult:
         traceback: the formatted traceback, when the job raised.
         seconds: wall time of the job in the worker (or until it was killed), in seconds.
         peak_rss_mb: peak resident memory of the job, in MiB (``None`` when unknown).
+        progress: the JSON the job last wrote to its progress file (see
+            :attr:`Job.progress_kwarg`); ``None`` when it wrote none.
     """
 
     status: JobStatus
@@ -122,6 +131,7 @@ class JobResult:
     traceback: str | None = None
     seconds: float = 0.0
     peak_rss_mb: float | None = None
+    progress: Any = None
 
     @property
     def ok(self) -> bool:
@@ -214,7 +224,7 @@ class Worker:
         cmd = [
             sys.executable,
             "-m",
-            "export_core.zoo._worker",
+            "export_sweep.zoo._worker",
             str(job_r),
             str(res_w),
             ",".join(self.preload),
@@ -283,11 +293,26 @@ class Worker:
 
         Args:
             job: the job.
-            timeout_s: wall-time limit in seconds (the worker start-up is not counted).
+            timeout_s: wall-time limit in seconds (the worker start-up is not counted), unless
+                the job sets its own ``timeout_s``.
 
         Returns:
             The job's result (never raises for job failures).
         """
+        if job.timeout_s is not None:
+            timeout_s = job.timeout_s
+        if job.progress_kwarg is None:
+            return self._run(job, timeout_s)
+        fd, path = tempfile.mkstemp(prefix="export-sweep-progress-", suffix=".json")
+        os.close(fd)
+        try:
+            kwargs = {**job.kwargs, job.progress_kwarg: path}
+            result = self._run(dataclasses.replace(job, kwargs=kwargs), timeout_s)
+            return dataclasses.replace(result, progress=_read_progress(path))
+        finally:
+            os.unlink(path)
+
+    def _run(self, job: Job, timeout_s: float) -> JobResult:
         self.start()
         assert self._to_worker is not None and self._from_worker is not None
         # Wait for the worker's ready message (imports) without counting it against the job.
@@ -342,6 +367,15 @@ class Worker:
         self.close()
 
 
+def _read_progress(path: str) -> Any:
+    """The JSON a job wrote to its progress file; ``None`` when empty or torn."""
+    try:
+        text = open(path).read()  # noqa: SIM115 - small file
+        return json.loads(text) if text.strip() else None
+    except (OSError, ValueError):
+        return None
+
+
 def _looks_oom(text: str, rc: int | None) -> bool:
     low = text.lower()
     return (
@@ -354,7 +388,7 @@ def _looks_oom(text: str, rc: int | None) -> bool:
 
 
 def run_isolated(
-    target: str,
+    target: str | Job,
     *args: Any,
     memory_mb: int = DEFAULT_MEMORY_MB,
     timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -364,19 +398,22 @@ def run_isolated(
     """Run one job in a fresh subprocess with memory and time limits.
 
     Args:
-        target: ``"package.module:function"``.
+        target: ``"package.module:function"``, or a whole :class:`Job` (then ``args`` and
+            ``kwargs`` must be empty).
         *args: positional arguments of the function (picklable).
         memory_mb: address-space budget (MiB) on top of the process baseline.
-        timeout_s: wall-time limit of the call, in seconds.
+        timeout_s: wall-time limit of the call, in seconds (a :class:`Job`'s own
+            ``timeout_s`` wins).
         preload: modules to import before the limits apply.
         **kwargs: keyword arguments of the function (picklable).
 
     Returns:
         The result; failures are reported in it, never raised.
     """
+    job = target if isinstance(target, Job) else Job(target, args, kwargs)
     worker = Worker(memory_mb=memory_mb, preload=preload)
     try:
-        return worker.run(Job(target, args, kwargs), timeout_s=timeout_s)
+        return worker.run(job, timeout_s=timeout_s)
     finally:
         worker.close()
 

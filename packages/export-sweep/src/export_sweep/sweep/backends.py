@@ -1,0 +1,106 @@
+"""The backends the sweep exports to, as one typed table.
+
+The sweep is a QA tool that imports the product: it may name the backend packages here, and only
+here. Each :class:`Backend` record says which module to import, which distribution provides it,
+how to call its export and which backend-specific options a model class gets (ONNX's
+``optimize`` switch for the classes in ``ONNX_DISABLE_OPTIMIZE``). Nothing else in the sweep
+branches on a backend's name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from export_sweep.sweep.skips import SkipEntry, disable_optimize
+
+__all__ = [
+    "BACKENDS",
+    "BACKEND_TABLE",
+    "Backend",
+    "BackendOptions",
+    "get_backend",
+]
+
+BackendOptions = Callable[[str, Iterable[SkipEntry] | None], dict[str, Any]]
+"""``(class_name, optimize_off override) -> export keyword options`` of one backend."""
+
+
+def _no_options(class_name: str, optimize_off: Iterable[SkipEntry] | None) -> dict[str, Any]:
+    return {}
+
+
+def _onnx_options(class_name: str, optimize_off: Iterable[SkipEntry] | None) -> dict[str, Any]:
+    """``optimize=False`` for the classes of ``ONNX_DISABLE_OPTIMIZE`` (an upstream optimizer
+    bug each), nothing otherwise."""
+    return {"optimize": False} if disable_optimize(class_name, optimize_off) else {}
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend of the sweep.
+
+    Attributes:
+        name: the key in results files and on the command line (``"onnx"``).
+        label: the column heading in COVERAGE.md (``"ONNX"``).
+        module: the import name of the backend package (``"export_onnx"``).
+        distribution: the distribution that provides it (``"export-onnx"``), named when the
+            module is missing.
+        function: the export function of ``module``, called as
+            ``function(model, inputs, dynamic=True, validate=True, validation_inputs=[...],
+            **options)`` and, when it takes a ``capture`` keyword, ``capture=CaptureResult``.
+        options: the backend-specific export options for a model class (recorded in the
+            result too, e.g. ``"optimize": False``).
+    """
+
+    name: str
+    label: str
+    module: str
+    distribution: str
+    function: str = "export"
+    options: BackendOptions = _no_options
+
+    def export_function(self) -> Callable[..., Any]:
+        """Import :attr:`module` and return its export function.
+
+        Raises:
+            ImportError: the backend package is not installed (or fails to import).
+        """
+        return getattr(importlib.import_module(self.module), self.function)
+
+    @staticmethod
+    def accepts_capture(function: Callable[..., Any]) -> bool:
+        """Whether ``function`` takes a ``capture`` keyword (a shared
+        :class:`~export_core.CaptureResult`) instead of capturing the model itself."""
+        try:
+            params = inspect.signature(function).parameters
+        except (TypeError, ValueError):
+            return False
+        return "capture" in params
+
+
+BACKEND_TABLE: tuple[Backend, ...] = (
+    Backend("onnx", "ONNX", "export_onnx", "export-onnx", options=_onnx_options),
+    Backend("executorch", "ExecuTorch", "export_executorch", "export-executorch"),
+)
+"""Every backend the sweep knows, in report order."""
+
+BACKENDS: tuple[str, ...] = tuple(b.name for b in BACKEND_TABLE)
+"""Backend names, in report order."""
+
+
+def get_backend(name: str | Backend) -> Backend:
+    """The :data:`BACKEND_TABLE` record named ``name`` (a record is returned as is).
+
+    Raises:
+        KeyError: unknown backend name.
+    """
+    if isinstance(name, Backend):
+        return name
+    for backend in BACKEND_TABLE:
+        if backend.name == name:
+            return backend
+    raise KeyError(f"unknown backend {name!r} (known: {', '.join(BACKENDS)})")

@@ -1,0 +1,296 @@
+"""The sweep job: build one tiny model, capture it once, export it to each backend, validated.
+
+:func:`export_job` runs inside a zoo worker (:class:`~export_sweep.zoo.isolate.WorkerPool`, or
+a Ray task, see :mod:`~export_sweep.sweep.executors`), one job per model type. The model is
+built (or loaded from the zoo cache) once; when two or more of the requested backends take a
+shared capture (their ``export`` has a ``capture`` keyword), it is captured once with
+:meth:`export_core.DynamoExporter.capture` and each backend works on that program instead of
+capturing again. The backends are imported lazily, inside the job, through the typed table of
+:mod:`~export_sweep.sweep.backends`; a backend whose package is missing is reported as ``skip``.
+Progress (the running backend, the finished records) goes to a progress file
+(:mod:`~export_sweep.sweep.checkpoint`) so a crash costs only the backend that was running.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from export_sweep.errors import first_line
+from export_sweep.sweep.backends import BACKENDS, Backend, get_backend
+from export_sweep.sweep.checkpoint import JobProgress
+from export_sweep.sweep.skips import SkipEntry, applicable_skip
+
+__all__ = [
+    "LoadedModel",
+    "SharedCapture",
+    "capture_once",
+    "export_backend",
+    "export_job",
+    "load_model",
+]
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A tiny model ready to export.
+
+    Attributes:
+        model: the eager model, in ``eval()`` mode.
+        inputs: its :class:`~export_sweep.zoo.inputs.ExampleInputs`.
+        class_name: the model class.
+        modality: the input modality.
+        seconds: wall time to build or load it, in seconds.
+    """
+
+    model: Any
+    inputs: Any
+    class_name: str
+    modality: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class SharedCapture:
+    """The outcome of the one capture a job's backends share.
+
+    Attributes:
+        capture: the :class:`export_core.CaptureResult`, ``None`` when the capture failed.
+        error: the first line of the capture error, ``None`` on success.
+        stage: the failed stage (``"capture"`` or ``"inputs"``), ``None`` on success.
+        seconds: wall time of the capture, in seconds.
+    """
+
+    capture: Any
+    error: str | None
+    stage: str | None
+    seconds: float
+
+    def record(self, backends: Sequence[str]) -> dict[str, Any]:
+        """The type record's ``capture`` field: status, error, seconds, and the backends that
+        shared it."""
+        return {
+            "status": "ok" if self.capture is not None else "fail",
+            "error": self.error,
+            "seconds": round(self.seconds, 3),
+            "backends": list(backends),
+        }
+
+
+def load_model(model_type: str) -> LoadedModel:
+    """The tiny model of ``model_type``: from the zoo cache when it holds the type, else built.
+
+    Raises:
+        ZooBuildError: the model cannot be built.
+    """
+    from export_sweep.zoo.build import (
+        ZOO_METADATA,
+        build_tiny_model,
+        load_tiny_model,
+        zoo_cache_dir,
+    )
+    from export_sweep.zoo.catalog import model_modality
+
+    t0 = time.perf_counter()
+    cached = zoo_cache_dir() / model_type
+    if (cached / ZOO_METADATA).is_file():
+        meta = json.loads((cached / ZOO_METADATA).read_text())
+        model, inputs = load_tiny_model(cached)
+        class_name = meta["class_name"]
+        modality = str(meta.get("modality") or model_modality(model_type))
+    else:
+        tiny = build_tiny_model(model_type)
+        model, inputs = tiny.model, tiny.inputs
+        class_name, modality = tiny.class_name, str(tiny.modality)
+    return LoadedModel(model, inputs, class_name, modality, time.perf_counter() - t0)
+
+
+def capture_once(model: Any, inputs: Any) -> SharedCapture:
+    """Capture ``model`` on ``inputs.first`` with dynamic shapes, for every backend to share.
+
+    Args:
+        model: the eager model.
+        inputs: its :class:`~export_sweep.zoo.inputs.ExampleInputs`.
+
+    Returns:
+        The capture, or its error (never raises for a model that does not capture).
+    """
+    from export_core import DynamoConfig, DynamoExporter, ExportError
+
+    t0 = time.perf_counter()
+    try:
+        capture = DynamoExporter(DynamoConfig(dynamic=True)).capture(model, inputs.first)
+    except ExportError as e:
+        return SharedCapture(None, first_line(e), e.stage, time.perf_counter() - t0)
+    except Exception as e:  # noqa: BLE001 - a capture bug is a failure of this model
+        return SharedCapture(None, first_line(e), "capture", time.perf_counter() - t0)
+    return SharedCapture(capture, None, None, time.perf_counter() - t0)
+
+
+def export_backend(
+    model: Any,
+    inputs: Any,
+    backend: str | Backend,
+    *,
+    class_name: str = "",
+    skips: Iterable[SkipEntry] | None = None,
+    optimize_off: Iterable[SkipEntry] | None = None,
+    capture: SharedCapture | None = None,
+) -> dict[str, Any]:
+    """Export ``model`` to one backend with dynamic shapes and validate it at both input sets.
+
+    Args:
+        model: the eager model.
+        inputs: its :class:`~export_sweep.zoo.inputs.ExampleInputs` (``first`` is exported,
+            ``second`` validates).
+        backend: a backend name of :data:`~export_sweep.sweep.backends.BACKENDS`, or a
+            :class:`~export_sweep.sweep.backends.Backend` record.
+        class_name: the model class, looked up in the skip lists.
+        skips: ``EXPORT_SKIPS`` override (tests).
+        optimize_off: ``ONNX_DISABLE_OPTIMIZE`` override (tests).
+        capture: a shared capture; used when the backend's export takes ``capture``. A failed
+            shared capture is this backend's ``capture`` failure.
+
+    Returns:
+        ``{"status": "pass"|"fail"|"skip"|"xfail"|"xpass", "stage", "error", "seconds"}`` plus
+        ``"skip_reason"`` when a skip-list entry applies, the backend's options when it has any
+        (``"optimize": False``), and ``"validated_shapes"`` (input sets compared with eager)
+        when the export returned.
+    """
+    from export_core.errors import ExportError
+
+    spec = get_backend(backend)
+    try:
+        export = spec.export_function()
+    except Exception as e:  # noqa: BLE001 - any import failure means "not installed" here
+        return {
+            "status": "skip",
+            "stage": "import",
+            "error": f"{spec.distribution} not installed ({first_line(e)})",
+            "seconds": 0.0,
+        }
+    options = spec.options(class_name, optimize_off)
+    kwargs: dict[str, Any] = {"dynamic": True, "validate": True, **options}
+    if inputs.second is not None:
+        kwargs["validation_inputs"] = [inputs.second]
+    extra: dict[str, Any] = dict(options)
+    shared = capture is not None and Backend.accepts_capture(export)
+
+    t0 = time.perf_counter()
+    status, stage, error = "pass", None, None
+    if shared and capture.capture is None:
+        status, stage, error = "fail", capture.stage or "capture", capture.error
+    else:
+        if shared:
+            kwargs["capture"] = capture.capture
+        try:
+            result = export(model, inputs.first, **kwargs)
+            report = getattr(result, "report", {}) or {}
+            extra["validated_shapes"] = len((report.get("validation") or {}).get("checks") or [])
+            if report.get("status") in ("failed", "fail", "error"):
+                status, stage = "fail", report.get("stage")
+                error = first_line(str(report.get("error") or report.get("status")))
+            del result
+        except ExportError as e:
+            status, stage, error = "fail", getattr(e, "stage", "export"), first_line(e)
+        except Exception as e:  # noqa: BLE001 - an exporter bug is a failure of this model
+            status, stage, error = "fail", "internal", first_line(e)
+    seconds = round(time.perf_counter() - t0, 3)
+    entry = applicable_skip(class_name, spec.name, entries=skips)
+    if entry is not None:
+        status = "xpass" if status == "pass" else "xfail"
+        extra["skip_reason"] = entry.reason
+    return {"status": status, "stage": stage, "error": error, "seconds": seconds, **extra}
+
+
+def _shares_capture(backends: Sequence[str]) -> bool:
+    """Whether two or more of ``backends`` are installed and take a shared capture."""
+    n = 0
+    for name in backends:
+        try:
+            n += Backend.accepts_capture(get_backend(name).export_function())
+        except Exception:  # noqa: BLE001 - not installed: it will be recorded as skip
+            continue
+    return n >= 2
+
+
+def export_job(
+    model_type: str,
+    backends: Sequence[str] = BACKENDS,
+    *,
+    progress_path: str | os.PathLike[str] | None = None,
+    share_capture: bool = True,
+) -> dict[str, Any]:
+    """Build (or load from the zoo cache) one tiny model and export it to each backend.
+
+    Args:
+        model_type: a ``config.model_type`` key.
+        backends: backends to export to, of :data:`~export_sweep.sweep.backends.BACKENDS`.
+        progress_path: a file to keep a :class:`~export_sweep.sweep.checkpoint.JobProgress`
+            in (the running backend and each finished backend's record).
+        share_capture: capture once for the backends that take a shared capture (when two or
+            more do); ``False``: each backend captures the model itself.
+
+    Returns:
+        A JSON-able record ``{"model_type", "class_name", "modality", "build": {"status",
+        "error", "seconds"}, "backends": {backend: {"status", "stage", "error", "seconds",
+        ...}}}`` plus ``"capture": {"status", "error", "seconds", "backends"}`` when the
+        backends shared one capture. A failed build marks every backend ``skip`` with the
+        build error; a failed shared capture is each sharing backend's ``capture`` failure.
+    """
+    from export_sweep.zoo.catalog import model_class_name, model_modality
+
+    t_job = time.perf_counter()
+    rec: dict[str, Any] = {"model_type": model_type, "backends": {}}
+    progress = JobProgress(phase="build").write(progress_path)
+    try:
+        loaded = load_model(model_type)
+    except Exception as e:  # noqa: BLE001 - a build failure is recorded, not raised
+        reason = first_line(e)
+        rec.update(
+            class_name=model_class_name(model_type) or "",
+            modality=str(model_modality(model_type)),
+            build={"status": "fail", "error": reason, "seconds": None},
+        )
+        for b in backends:
+            rec["backends"][b] = {
+                "status": "skip",
+                "stage": "build",
+                "error": f"build failed: {reason}",
+                "seconds": 0.0,
+            }
+        progress.with_changes(phase="done", finished=dict(rec["backends"])).write(progress_path)
+        return rec
+    rec.update(
+        class_name=loaded.class_name,
+        modality=loaded.modality,
+        build={"status": "ok", "error": None, "seconds": round(loaded.seconds, 3)},
+    )
+    model_fields = {k: rec[k] for k in ("class_name", "modality", "build")}
+    progress = progress.with_changes(model=model_fields)
+
+    shared: SharedCapture | None = None
+    if share_capture and len(backends) > 1 and _shares_capture(backends):
+        progress = progress.with_changes(phase="capture").write(progress_path)
+        shared = capture_once(loaded.model, loaded.inputs)
+        rec["capture"] = shared.record(backends)
+        progress = progress.with_changes(model={**model_fields, "capture": rec["capture"]})
+
+    for b in backends:
+        progress = progress.with_changes(
+            phase="export", running=b, started=round(time.perf_counter() - t_job, 3)
+        ).write(progress_path)
+        rec["backends"][b] = export_backend(
+            loaded.model, loaded.inputs, b, class_name=loaded.class_name, capture=shared
+        )
+        gc.collect()
+        progress = progress.with_changes(
+            running=None, finished={**progress.finished, b: rec["backends"][b]}
+        )
+    progress.with_changes(phase="done").write(progress_path)
+    return rec
