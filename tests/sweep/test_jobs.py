@@ -114,6 +114,14 @@ def test_a_backend_cut_short_by_an_earlier_overrun_runs_again() -> None:
     assert out.rerun == ("executorch",)
 
 
+def test_a_job_of_one_backend_is_never_run_again() -> None:
+    progress = JobProgress("export", "onnx", 150.0, {}, {})  # the build took most of the time
+    res = JobResult("timeout", error="Timeout: no result after 180 s", seconds=180.0,
+                    progress=progress.to_json())
+    out = _outcome(TypeJob("m", ("onnx",)), res, 180.0)
+    assert out.records["onnx"]["stage"] == "timeout" and out.rerun == ()
+
+
 def test_a_death_while_building_fails_every_backend_alike() -> None:
     res = JobResult("oom", error="MemoryError: ", seconds=4.0,
                     progress=JobProgress("build").to_json())

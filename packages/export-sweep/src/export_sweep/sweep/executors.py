@@ -16,7 +16,7 @@ hangs yields a failed :class:`~export_sweep.zoo.isolate.JobResult`, never a lost
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -57,10 +57,11 @@ class Executor(Protocol):
     workers: int
     """How many jobs run at once (for progress messages)."""
 
-    def imap_unordered(self, jobs: Sequence[Job]) -> Iterator[tuple[Job, JobResult]]:
+    def imap_unordered(self, jobs: Sequence[Job]) -> Generator[tuple[Job, JobResult], None, None]:
         """Run ``jobs``; yield ``(job, result)`` pairs in the order they finish.
 
         Every job yields exactly one result; failures are results, never exceptions.
+        Closing the generator early stops the jobs still running.
         """
         ...
 
@@ -77,7 +78,7 @@ class LocalExecutor:
         self.workers = max(1, workers)
         self.limits = limits or Limits()
 
-    def imap_unordered(self, jobs: Sequence[Job]) -> Iterator[tuple[Job, JobResult]]:
+    def imap_unordered(self, jobs: Sequence[Job]) -> Generator[tuple[Job, JobResult], None, None]:
         """See :meth:`Executor.imap_unordered`."""
         from export_sweep.zoo.isolate import WorkerPool
 
@@ -159,7 +160,7 @@ class RayExecutor:
             ) from e
         return True
 
-    def imap_unordered(self, jobs: Sequence[Job]) -> Iterator[tuple[Job, JobResult]]:
+    def imap_unordered(self, jobs: Sequence[Job]) -> Generator[tuple[Job, JobResult], None, None]:
         """See :meth:`Executor.imap_unordered`; a task that Ray loses (its worker process or
         node died) is recorded as a ``WorkerCrash`` failure of its job."""
         ray = self._ray

@@ -19,6 +19,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,8 +162,12 @@ def _outcome(tj: TypeJob, res: JobResult, timeout_s: float) -> _Outcome:
         else:
             elapsed = max(0.0, res.seconds - progress.started)
             never = tuple(b for b in tj.backends if b not in records and b != running)
-            short = res.status == "timeout" and elapsed < timeout_s * 0.95
-            if short:  # an earlier backend overran: this one did not get its own budget
+            # An earlier backend (or the build) overran: this one did not get its own budget.
+            # It runs again alone, once (a job of one backend is never re-run).
+            short = (
+                res.status == "timeout" and len(tj.backends) > 1 and elapsed < timeout_s * 0.95
+            )
+            if short:
                 rerun = (running, *never)
             else:
                 records[running] = _failed(res, elapsed)
@@ -281,24 +286,27 @@ def run_sweep(
     advance, close = _progress(pairs) if progress else ((lambda line: None), (lambda: None))
     start = time.monotonic()
     worker_seconds: dict[str, float] = defaultdict(float)
+
+    def record(job: Job, res: JobResult) -> list[TypeJob]:
+        """Merge one finished job, write the file, print its lines; returns jobs to re-run."""
+        tj = TypeJob.from_key(job.key)
+        outcome = _outcome(tj, res, timeout_s)
+        _merge(results, tj, res, outcome)
+        worker_seconds[tj.model_type] += res.seconds
+        results[tj.model_type]["worker_seconds"] = round(worker_seconds[tj.model_type], 3)
+        write_results(out, data)
+        for b, r in outcome.records.items():
+            err = f"  [{r.get('stage')}] {(r.get('error') or '')[:120]}" if r["error"] else ""
+            advance(f"{r['status']:5s} {b:10s} {tj.model_type:36s} {r['seconds'] or 0:7.1f}s{err}")
+        return [TypeJob(tj.model_type, (b,)) for b in outcome.rerun]
+
     try:
         while plan:
             jobs = [tj.job(timeout_s, job_target) for tj in plan]
             plan = []
-            for job, res in executor.imap_unordered(jobs):
-                tj = TypeJob.from_key(job.key)
-                outcome = _outcome(tj, res, timeout_s)
-                _merge(results, tj, res, outcome)
-                worker_seconds[tj.model_type] += res.seconds
-                results[tj.model_type]["worker_seconds"] = round(
-                    worker_seconds[tj.model_type], 3
-                )
-                plan += [TypeJob(tj.model_type, (b,)) for b in outcome.rerun]
-                write_results(out, data)
-                for b, r in outcome.records.items():
-                    err = f"  [{r.get('stage')}] {(r.get('error') or '')[:120]}" if r["error"] else ""
-                    line = f"{r['status']:5s} {b:10s} {tj.model_type:36s} {r['seconds'] or 0:7.1f}s"
-                    advance(line + err)
+            with closing(executor.imap_unordered(jobs)) as finished:
+                for job, res in finished:
+                    plan += record(job, res)
     finally:
         close()
     elapsed = time.monotonic() - start
