@@ -19,10 +19,15 @@ Worker-seconds of a type:
 ``coverage/sweep-results.json`` is the before (measured with a warm zoo cache: its build times
 are loads).
 
+``--ray-vs-local TYPE ...`` instead runs those types (both backends) once on a local Ray
+instance (``--workers`` CPUs) and once in the local pool, and prints each run's wall time, the
+worker-seconds per type and whether every status and stage agree.
+
 Usage::
 
     uv run python benchmarks/bench_sweep.py --before before.json --after after.json
     uv run python benchmarks/bench_sweep.py --run --after after.json
+    uv run python benchmarks/bench_sweep.py --ray-vs-local bert vit resnet distilbert
 """
 
 from __future__ import annotations
@@ -121,16 +126,57 @@ def report(before: dict[str, Any], after: dict[str, Any], types: list[str], *,
     return "\n".join(lines)
 
 
+def ray_vs_local(types: list[str], workers: int) -> str:
+    """Sweep ``types`` on a local Ray instance and in the local pool; compare."""
+    import tempfile
+
+    import ray
+
+    from export_sweep.sweep.executors import LocalExecutor, RayExecutor
+    from export_sweep.sweep.run import run_sweep
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+    ray.init(num_cpus=workers, include_dashboard=False, object_store_memory=100 * 1024**2,
+             log_to_driver=False)
+    try:
+        runs = {
+            "ray": run_sweep(types, tmp / "ray.json", progress=False, executor=RayExecutor()),
+            "local": run_sweep(types, tmp / "local.json", progress=False,
+                               executor=LocalExecutor(workers)),
+        }
+    finally:
+        ray.shutdown()
+    lines = [f"{'':12s} {'wall s':>8s} " + " ".join(f"{t[:12]:>12s}" for t in types)]
+    for name, data in runs.items():
+        per_type = " ".join(f"{data['results'][t].get('worker_seconds', 0):12.1f}" for t in types)
+        lines.append(f"{name:12s} {data['wall_seconds_last_run']:8.1f} {per_type}")
+
+    def statuses(data: dict[str, Any]) -> dict[tuple[str, str], tuple[str, Any]]:
+        return {(t, b): (r["status"], r["stage"]) for t, rec in data["results"].items()
+                for b, r in rec["backends"].items()}
+
+    same = statuses(runs["ray"]) == statuses(runs["local"])
+    lines.append(f"statuses and stages identical: {same}")
+    lines.append(", ".join(f"{t}/{b}={s}" for (t, b), (s, _) in sorted(statuses(runs["ray"]).items())))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--before", default=str(ROOT / "coverage" / "sweep-results.json"))
-    p.add_argument("--after", required=True, help="results of the one-job-per-type sweep")
+    p.add_argument("--after", help="results of the one-job-per-type sweep")
+    p.add_argument("--ray-vs-local", nargs="+", metavar="TYPE", help="compare Ray and the pool")
     p.add_argument("--subset", default="ci")
     p.add_argument("--run", action="store_true", help="run the after sweep first")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--full-types", type=int, default=534)
     args = p.parse_args(argv)
+    if args.ray_vs_local:
+        print(ray_vs_local(args.ray_vs_local, args.workers))
+        return 0
+    if not args.after:
+        p.error("--after is required (or --ray-vs-local)")
     from export_sweep.sweep.subsets import SUBSETS
 
     types = list(SUBSETS[args.subset])

@@ -64,9 +64,11 @@ def _add_worker_options(
 
 
 def _add_run_options(p: argparse.ArgumentParser, *, out_default: str | None) -> None:
+    from export_sweep.sweep.backends import BACKENDS
+
     p.add_argument(
         "--backend",
-        choices=("onnx", "executorch", "all"),
+        choices=(*BACKENDS, "all"),
         default="all",
         help="backend(s) to export to (default all)",
     )
