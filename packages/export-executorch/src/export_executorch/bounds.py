@@ -228,7 +228,6 @@ def dim_limits(
                 f"{name} must be at least {MIN_CAP} to keep the axis dynamic, got {value} "
                 "(ExecuTorch's re-trace turns a range [1, 2] into the constant 2); "
                 "export with --static for a fixed size",
-                stage="bounds",
             )
         if value is not None:
             sources[name] = "option"
@@ -386,7 +385,6 @@ def _fit_examples(
             raise InputError(
                 f"{option}={cap} is below the example size {example} of {name}[{axis}]; "
                 f"raise {option} or use smaller example inputs",
-                stage="bounds",
             )
         raised[role] = example
         sources[option] = (f"example size of {name}[{axis}] (the cap {cap} from "
