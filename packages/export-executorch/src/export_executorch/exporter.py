@@ -189,6 +189,8 @@ class ExecutorchExporter(DynamoExporter):
                 bounds: BoundsPlan | None = program_fixes.details.get(bound_dynamic_dims.__name__)
                 if bounds is not None:
                     report.extra["bounds"] = bounds.as_dict()
+                    # the shape environment is shared with other copies of the capture
+                    patches.callback(bounds.restore_shape_env)
             # ── ExecuTorch stage 5: FX node fixes ──
             with run.stage("fx_node_fixes"):
                 node_fixes = apply_fx_node_fixes(program_fixes.program, key, stage="fx_node_fixes")
