@@ -69,7 +69,8 @@ def test_writes_program_and_report(exported) -> None:
     assert on_disk["inputs"] == ["tokens", "features"]
     assert on_disk["versions"]["executorch"] and on_disk["versions"]["export-executorch"]
     names = [s["name"] for s in on_disk["stages"]]
-    for stage in ("prepare", "capture", "bounds", "fx_program_fixes", "fx_node_fixes", "lower",
+    for stage in ("prepare", "capture", "torch_patches", "executorch_patches", "fx_program_fixes",
+                  "fx_node_fixes", "lower",
                   "to_executorch", "save", "runtime", "validate"):
         assert stage in names
 
@@ -149,7 +150,7 @@ def test_bound_below_example_size_is_an_input_error(tmp_path: Path) -> None:
         export_executorch.export(TinyEncoder().eval(), _inputs(4, 6, 0), output=tmp_path,
                                  max_batch=3)
     report = json.loads((tmp_path / "export_report.json").read_text())
-    assert report["status"] == "failed" and report["stage"] == "bounds"
+    assert report["status"] == "failed" and report["stage"] == "fx_program_fixes"
     assert not (tmp_path / "model.pte").exists()
 
 
@@ -168,7 +169,7 @@ def test_too_small_cap_is_reported(tmp_path: Path) -> None:
         export_executorch.export(TinyEncoder().eval(), EXPORT, output=tmp_path, max_batch=2,
                                  validation_inputs=VALIDATION)
     report = json.loads((tmp_path / "export_report.json").read_text())
-    assert report["status"] == "failed" and report["stage"] == "bounds"
+    assert report["status"] == "failed" and report["stage"] == "fx_program_fixes"
 
 
 class _Waveform(torch.nn.Module):

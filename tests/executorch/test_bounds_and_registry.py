@@ -104,14 +104,18 @@ def test_derived_cap_below_the_example_is_raised_but_an_option_is_not() -> None:
 
 
 def test_workarounds_are_registered_with_reason_and_upstream() -> None:
-    assert workarounds.__all__ == ["list_return_validator", "view_after_sdpa", "xnnpack_reshape_dims"]
-    rows = {r["name"]: r for r in describe(["executorch"])}
+    assert workarounds.__all__ == ["EXECUTORCH_STAGES", "dim_bounds", "list_return_validator",
+                                   "view_after_sdpa", "xnnpack_reshape_dims"]
+    rows = {r.name: r for r in describe(["executorch"])}
     patch = rows["executorch:executorch.exir.verification.arg_validator.EdgeOpArgValidator.call_function"]
-    assert patch["kind"] == "patch" and patch["resolvable"], patch["problem"]
+    assert patch.kind == "patch" and patch.resolvable, patch.problem
+    assert patch.stage == "executorch_patches" and patch.stage_number == 3
     fix = rows["clone_before_view_of_attention"]
-    assert fix["kind"] == "fx_node_fix"
-    assert fix["upstream"] == "https://github.com/pytorch/pytorch/issues/136543"
-    assert all(r["reason"] and r["upstream"].startswith("https://github.com/") for r in rows.values())
+    assert fix.kind == "fx_node_fix" and fix.stage == "fx_node_fixes"
+    assert fix.upstream == "https://github.com/pytorch/pytorch/issues/136543"
+    bounds = rows["bound_dynamic_dims"]
+    assert bounds.kind == "fx_program_fix" and bounds.stage == "fx_program_fixes"
+    assert all(r.reason and r.upstream.startswith("https://github.com/") for r in rows.values())
 
 
 def test_arena_warning_only_above_one_gib() -> None:

@@ -8,7 +8,7 @@ from torch.export import Dim
 
 import export_executorch
 from export_core.errors import LoweringError
-from export_core.registry import _PATCHES
+from export_core.registry import withheld
 from export_executorch.workarounds import xnnpack_reshape_dims as w
 
 CONV_PATCH = f"{w._CONFIGS}.gemm_configs.ConvolutionConfig.check_constraints"
@@ -43,12 +43,11 @@ def test_conv1d_over_dynamic_batch_and_time_lowers_and_matches_eager() -> None:
     assert result.report["delegation"]["portable_ops"].get("aten.convolution.default") == 2
 
 
-def test_without_the_patch_xnnpack_lowering_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_patch_xnnpack_lowering_fails() -> None:
     """Documents the upstream bug: when this stops failing, the patch can go."""
-    table = dict(_PATCHES["executorch.xnnpack"])
-    table.pop(CONV_PATCH)
-    monkeypatch.setitem(_PATCHES, "executorch.xnnpack", table)
-    with pytest.raises(LoweringError, match="XNNPACK reshape only supports 1 dynamic dimension"):
+    with withheld("executorch.xnnpack", CONV_PATCH), pytest.raises(
+        LoweringError, match="XNNPACK reshape only supports 1 dynamic dimension"
+    ):
         export_executorch.export(FeatureEncoder().eval(), _wave(2, 400, 0), validate=False)
 
 

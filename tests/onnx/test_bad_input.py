@@ -17,9 +17,9 @@ from export_onnx.cli import main
 def _patched_attributes() -> dict[str, object]:
     out = {}
     for row in describe():
-        if row["kind"] == "patch" and row["resolvable"]:
-            t = resolve_target(row["target"])
-            out[row["target"]] = t.owner.__dict__.get(t.attribute) if isinstance(t.owner, type) else getattr(t.owner, t.attribute)
+        if row.kind == "patch" and row.resolvable:
+            t = resolve_target(row.target)
+            out[row.target] = t.owner.__dict__.get(t.attribute) if isinstance(t.owner, type) else getattr(t.owner, t.attribute)
     return out
 
 
@@ -88,8 +88,9 @@ def test_failing_stage_restores_patches(tiny_model_dir, tmp_path, capsys):
     before = _patched_attributes()
     original_sdpa = torch.nn.functional.scaled_dot_product_attention
 
-    @register_patch("onnx", "torch.nn.functional.scaled_dot_product_attention",
-                    reason="test: break capture", upstream="https://example.invalid/test")
+    @register_patch("dynamo", "torch.nn.functional.scaled_dot_product_attention",
+                    reason="test: break capture",
+                    upstream="https://github.com/pytorch/pytorch/issues/1")
     def _broken(original):
         def sdpa(*args, **kwargs):
             raise RuntimeError("deliberately broken attention")
@@ -98,7 +99,7 @@ def test_failing_stage_restores_patches(tiny_model_dir, tmp_path, capsys):
     try:
         rc, err = _run(capsys, [str(tiny_model_dir("llama")), "-o", str(tmp_path / "out"), "-q"])
     finally:
-        unregister("onnx", "torch.nn.functional.scaled_dot_product_attention")
+        unregister("dynamo", "torch.nn.functional.scaled_dot_product_attention")
     _assert_clean_failure(rc, err, "capture", tmp_path / "out")
     assert "deliberately broken attention" in err[0]
     assert torch.nn.functional.scaled_dot_product_attention is original_sdpa

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from _pipeline import PipelineResult, export_with_workarounds, run_model, run_onnx_pipeline
 
-from export_core.registry import fx_node_fixes_for, register_fx_node_fix, unregister
+from export_core.registry import withheld
 from export_onnx.workarounds.where_dtypes import WHERE_COMPUTE_TYPES, fix_ir_where_dtypes
 
 Dim = torch.export.Dim
@@ -102,14 +102,8 @@ def causes(exc: BaseException) -> str:
 @contextlib.contextmanager
 def without_node_fix(name: str) -> Iterator[None]:
     """Unregister the ``"onnx"`` FX node fix ``name`` for the block, then register it again."""
-    (record,) = [r for r in fx_node_fixes_for("onnx") if r.name == name]
-    unregister("onnx", name)
-    try:
+    with withheld("onnx", name):
         yield
-    finally:
-        register_fx_node_fix(
-            "onnx", *record.targets, reason=record.reason, upstream=record.upstream
-        )(record.fn)
 
 
 # ── Case 02: arithmetic mixing an integer/bool tensor with a float operand ───────────────────
@@ -503,7 +497,7 @@ def test_where_ir_fix_every_dtype_in_graph_branch_and_function(dtype):
         ort.InferenceSession(
             ir.to_proto(model).SerializeToString(), providers=["CPUExecutionProvider"]
         )
-    assert fix_ir_where_dtypes(model) == 4
+    assert fix_ir_where_dtypes(model).details == {"rewritten": 4}
     session = ort.InferenceSession(
         ir.to_proto(model).SerializeToString(), providers=["CPUExecutionProvider"]
     )

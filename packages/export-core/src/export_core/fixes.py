@@ -1,18 +1,90 @@
-"""Running registered FX node fixes and FX program fixes over a traced program."""
+"""Running registered fixes at their stage, with one result shape for every kind.
+
+A fix stage takes the program the previous stage produced and returns a :class:`FixesApplied`:
+the program (the same object when rewritten in place, a new one otherwise), the names of the
+fixes that changed it, and the details they reported. A failing fix raises
+:class:`~export_core.errors.FixError` naming the fix, the stage and the fixes that ran before it.
+
+Kinds:
+
+- FX node fixes (``fn(node) -> bool``): every ``call_function`` node is offered to the fixes
+  whose targets match; :func:`apply_fx_node_fixes`.
+- Program-level fixes (``fn(program, context) -> FixResult``): FX program fixes
+  (:func:`apply_fx_program_fixes`), and backend kinds such as ONNX IR fixes, through
+  :func:`apply_program_fixes`.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from .errors import FixError
-from .registry import fx_node_fixes_for, fx_program_fixes_for
+from .errors import ExportError, FixError
+from .registry import FX_NODE_FIX, FX_PROGRAM_FIX, Workaround, workarounds_for
 
-__all__ = ["apply_fx_node_fixes", "apply_fx_program_fixes", "iter_graph_modules"]
+__all__ = [
+    "FixContext",
+    "FixResult",
+    "FixesApplied",
+    "apply_fx_node_fixes",
+    "apply_fx_program_fixes",
+    "apply_program_fixes",
+    "iter_graph_modules",
+]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FixResult:
+    """What one program-level fix did.
+
+    Attributes:
+        program: the program after the fix (the input itself when rewritten in place).
+        modified: whether the fix changed anything.
+        details: what the fix reports (a bounds plan, a count of rewritten nodes), or ``None``.
+    """
+
+    program: Any
+    modified: bool
+    details: Any = None
+
+
+@dataclass(frozen=True)
+class FixContext:
+    """What a program-level fix may read about the export it runs in.
+
+    Attributes:
+        backend: the registry key being exported for (``"executorch.xnnpack"``).
+        stage: the stage running the fix.
+        config: the exporter's config (a ``DynamoConfig`` subclass).
+        capture: the :class:`~export_core.exporter.CaptureResult` (input and output names, the
+            traced module), or ``None`` outside an export.
+    """
+
+    backend: str
+    stage: str
+    config: Any = None
+    capture: Any = None
+
+
+@dataclass(frozen=True)
+class FixesApplied:
+    """What one fix stage did: the same shape for every kind.
+
+    Attributes:
+        program: the program after the stage.
+        applied: names of the fixes that changed it, each once, in first-applied order.
+        details: ``{fix name: details}`` for fixes that reported any.
+    """
+
+    program: Any
+    applied: tuple[str, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 def iter_graph_modules(gm: torch.fx.GraphModule) -> list[torch.fx.GraphModule]:
@@ -28,9 +100,20 @@ def _matches(targets: tuple[Any, ...], node: torch.fx.Node) -> bool:
     return any(t is want or (packet is not None and packet is want) for want in targets)
 
 
+def _failure(kind: str, fix: Workaround, ran: Sequence[str], cause: str, e: Exception) -> FixError:
+    before = f" after [{', '.join(ran)}]" if ran else ""
+    return FixError(
+        f"{kind} {fix.name} (stage {fix.stage}){before} failed{cause}: {type(e).__name__}: {e}",
+        stage=fix.stage,
+    )
+
+
 def apply_fx_node_fixes(
-    program: torch.export.ExportedProgram | torch.fx.GraphModule, backend: str
-) -> list[str]:
+    program: torch.export.ExportedProgram | torch.fx.GraphModule,
+    backend: str,
+    *,
+    stage: str | None = None,
+) -> FixesApplied:
     """Offer every ``call_function`` node to the node fixes registered for ``backend``.
 
     The graph is rewritten in place; dead code is eliminated and the graph recompiled when
@@ -38,17 +121,18 @@ def apply_fx_node_fixes(
 
     Args:
         program: an ``ExportedProgram`` (its ``graph_module`` is fixed) or a ``GraphModule``.
-        backend: backend key, e.g. ``"onnx"`` or ``"executorch.xnnpack"``.
+        backend: backend key, e.g. ``"executorch.xnnpack"`` (its parent keys' fixes run too).
+        stage: run only the fixes registered at this stage (default: all).
 
     Returns:
-        Names of the fixes that changed the graph, each once, in first-applied order.
+        A :class:`FixesApplied` whose ``program`` is ``program``.
 
     Raises:
-        FixError: a fix raised.
+        FixError: a fix raised; the message names the fix, its stage and the node.
     """
-    fixes = fx_node_fixes_for(backend)
+    fixes = workarounds_for(backend, FX_NODE_FIX, stage)
     if not fixes:
-        return []
+        return FixesApplied(program)
     root = program.graph_module if hasattr(program, "graph_module") else program
     applied: list[str] = []
     for gm in iter_graph_modules(root):
@@ -62,10 +146,7 @@ def apply_fx_node_fixes(
                 try:
                     did = fix.fn(node)
                 except Exception as e:
-                    raise FixError(
-                        f"FX node fix {fix.name} failed on {node.format_node()}: "
-                        f"{type(e).__name__}: {e}"
-                    ) from e
+                    raise _failure("FX node fix", fix, applied, f" on {node.format_node()}", e) from e
                 if did:
                     changed = True
                     if fix.name not in applied:
@@ -77,27 +158,60 @@ def apply_fx_node_fixes(
             gm.recompile()
     if applied:
         logger.debug("FX node fixes applied for %s: %s", backend, applied)
-    return applied
+    return FixesApplied(program, tuple(applied))
+
+
+def apply_program_fixes(
+    kind: str, program: Any, backend: str, context: FixContext, *, stage: str | None = None
+) -> FixesApplied:
+    """Run the program-level fixes of ``kind`` registered for ``backend``, in order, each on
+    the previous one's program.
+
+    Args:
+        kind: the workaround kind (``"fx_program_fix"``, a backend's ``"ir_fix"``).
+        program: the program the stage starts from.
+        backend: the backend key.
+        context: passed to every fix.
+        stage: run only the fixes registered at this stage (default: all).
+
+    Returns:
+        A :class:`FixesApplied`.
+
+    Raises:
+        FixError: a fix raised, or returned something other than a :class:`FixResult`.
+        ExportError: a fix raised one of its own (an ``InputError`` for an option it cannot
+            honour); it is re-raised with the fix's stage.
+    """
+    applied: list[str] = []
+    ran: list[str] = []
+    details: dict[str, Any] = {}
+    for fix in workarounds_for(backend, kind, stage):
+        try:
+            out = fix.fn(program, context)
+            if not isinstance(out, FixResult):
+                raise TypeError(f"returned {type(out).__name__}, not a FixResult")
+        except ExportError as e:  # a fix that refuses the user's input says so itself
+            if e.stage is None:
+                e.stage = fix.stage
+            raise
+        except Exception as e:
+            raise _failure(kind.replace("_", " "), fix, ran, "", e) from e
+        ran.append(fix.name)
+        program = out.program
+        if out.modified:
+            applied.append(fix.name)
+        if out.details is not None:
+            details[fix.name] = out.details
+    return FixesApplied(program, tuple(applied), details)
 
 
 def apply_fx_program_fixes(
-    program: torch.export.ExportedProgram, backend: str
-) -> tuple[torch.export.ExportedProgram, list[str]]:
-    """Run the FX program fixes registered for ``backend`` in order.
-
-    Returns:
-        The (possibly replaced) program and the names of the fixes that changed it.
-
-    Raises:
-        FixError: a fix raised.
-    """
-    applied: list[str] = []
-    for fix in fx_program_fixes_for(backend):
-        try:
-            out = fix.fn(program)
-        except Exception as e:
-            raise FixError(f"FX program fix {fix.name} failed: {type(e).__name__}: {e}") from e
-        if out is not None:
-            program = out
-            applied.append(fix.name)
-    return program, applied
+    program: torch.export.ExportedProgram,
+    backend: str,
+    context: FixContext | None = None,
+    *,
+    stage: str | None = None,
+) -> FixesApplied:
+    """Run the FX program fixes registered for ``backend`` (see :func:`apply_program_fixes`)."""
+    context = context or FixContext(backend, stage or FX_PROGRAM_FIX)
+    return apply_program_fixes(FX_PROGRAM_FIX, program, backend, context, stage=stage)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import PatchError
-from .registry import PatchRecord, _version_ok, patches_for, resolve_target
+from .registry import PATCH, Workaround, resolve_target, version_ok, workarounds_for
 
 __all__ = ["EXPORT_LOCK", "PatchSession", "apply_patches"]
 
@@ -38,15 +38,30 @@ class PatchSession:
         fired: names of installed patches whose replacement was called at least once.
         skipped: ``{name: reason}`` for patches not installed (target absent in this version,
             outside the record's version range).
+        observations: ``{patch name: [item, ...]}``: what patch replacements recorded while
+            they ran (:meth:`observe`), for the stage that installed them to read back.
     """
 
     installed: list[str] = field(default_factory=list)
     fired: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    observations: dict[str, list[Any]] = field(default_factory=dict)
 
     def mark_fired(self, name: str) -> None:
+        """Record that patch ``name``'s replacement ran."""
         if name not in self.fired:
             self.fired.append(name)
+
+    def observe(self, name: str, item: Any) -> None:
+        """Record ``item`` (once) under patch ``name``: a replacement's side channel to the
+        export that installed it."""
+        items = self.observations.setdefault(name, [])
+        if item not in items:
+            items.append(item)
+
+    def observed(self, name: str) -> list[Any]:
+        """What the replacement of patch ``name`` recorded, in order (empty if nothing)."""
+        return list(self.observations.get(name, ()))
 
     def merge(self, other: PatchSession) -> None:
         for n in other.installed:
@@ -55,9 +70,12 @@ class PatchSession:
         for n in other.fired:
             self.mark_fired(n)
         self.skipped.update(other.skipped)
+        for name, items in other.observations.items():
+            for item in items:
+                self.observe(name, item)
 
 
-def _wrap(record: PatchRecord, replacement: Any, session: PatchSession) -> Any:
+def _wrap(record: Workaround, replacement: Any, session: PatchSession) -> Any:
     if not callable(replacement) or isinstance(replacement, type):
         session.mark_fired(record.name)
         return replacement
@@ -83,19 +101,31 @@ def _model_module_loaded(target: str) -> bool:
     return any(".".join(parts[:i]) in sys.modules for i in range(len(parts) - 1, 3, -1))
 
 
+def _takes_session(factory: Any) -> bool:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    return len(params) >= 2
+
+
 @contextmanager
 def apply_patches(
-    backends: str | Sequence[str], session: PatchSession | None = None
+    backends: str | Sequence[str],
+    session: PatchSession | None = None,
+    *,
+    stage: str | None = None,
 ) -> Iterator[PatchSession]:
-    """Install every patch registered for ``backends``; restore them all on exit.
+    """Install every patch registered for ``backends`` (at ``stage``); restore them all on exit.
 
     Targets are resolved before anything is installed. A target that does not exist in the
     installed library versions is skipped and recorded in ``session.skipped``. Restoration runs in
     reverse install order inside ``finally``, also when the block raises.
 
     Args:
-        backends: one backend key or several (``"dynamo"``, ``"onnx"``, ...).
+        backends: one backend key or several (``"dynamo"`` and the backends' own keys).
         session: a session to record into; a new one when omitted.
+        stage: install only the patches registered at this stage (default: all).
 
     Yields:
         The :class:`PatchSession` recording installed, fired and skipped patches.
@@ -106,21 +136,22 @@ def apply_patches(
     if isinstance(backends, str):
         backends = (backends,)
     session = session if session is not None else PatchSession()
-    records: list[PatchRecord] = []
+    records: list[Workaround] = []
     for backend in backends:
-        records.extend(patches_for(backend))
+        records.extend(workarounds_for(backend, PATCH, stage))
 
     with EXPORT_LOCK:
         plan = []
         for rec in records:
-            if not _model_module_loaded(rec.target):
+            path = rec.targets[0]
+            if not _model_module_loaded(path):
                 continue  # the model's module was never imported: no model of it is in use
-            ok, why = _version_ok(rec.versions)
+            ok, why = version_ok(rec.versions)
             if not ok:
                 session.skipped[rec.name] = why
                 continue
             try:
-                target = resolve_target(rec.target)
+                target = resolve_target(path)
             except LookupError as e:
                 session.skipped[rec.name] = str(e)
                 logger.debug("patch %s skipped: %s", rec.name, e)
@@ -137,7 +168,8 @@ def apply_patches(
                     stored = getattr(owner, attr)
                 original = getattr(owner, attr)
                 try:
-                    replacement = rec.factory(original)
+                    replacement = (rec.fn(original, session) if _takes_session(rec.fn)
+                                   else rec.fn(original))
                 except Exception as e:
                     raise PatchError(
                         f"patch {rec.name} could not be built: {type(e).__name__}: {e}"

@@ -6,6 +6,8 @@ from typing import Any
 
 from rich.console import Console
 
+from .stages import Stage
+
 __all__ = ["RichStageListener"]
 
 
@@ -20,21 +22,23 @@ class RichStageListener:
         self.quiet = quiet
         self._status: Any = None
 
-    def stage_started(self, name: str) -> None:
+    def stage_started(self, stage: Stage) -> None:
         if self.quiet:
             return
         if self.console.is_terminal:
-            self._status = self.console.status(f"{name} …")
+            self._status = self.console.status(f"{stage.position} {stage.name} …")
             self._status.start()
 
-    def stage_finished(self, name: str, seconds: float, ok: bool) -> None:
+    def stage_finished(self, stage: Stage, seconds: float, ok: bool) -> None:
         if self._status is not None:
             self._status.stop()
             self._status = None
         if self.quiet:
             return
         mark = "[green]✓[/]" if ok else "[red]✗[/]"
-        self.console.print(f"  {mark} {name:<16} {seconds:7.2f} s", soft_wrap=True)
+        self.console.print(
+            f"  {mark} {stage.position:<14} {stage.name:<18} {seconds:7.2f} s", soft_wrap=True
+        )
 
     def info(self, message: str) -> None:
         if not self.quiet:

@@ -9,8 +9,9 @@ the command.
 from .api import export
 from .backends import BACKENDS, BackendPreparation
 from .bounds import DEFAULT_MAX_BATCH, DEFAULT_MAX_IMAGE_SIZE, DEFAULT_MAX_SEQ
-from .exporter import ExecutorchConfig, ExecutorchExporter
+from .exporter import ExecutorchConfig, ExecutorchExporter, ExecutorchLowered
 from .runner import ExecutorchRunner
+from .stages import EXECUTORCH_STAGES
 
 __version__ = "0.1.0"
 
@@ -21,7 +22,9 @@ __all__ = [
     "DEFAULT_MAX_BATCH",
     "DEFAULT_MAX_IMAGE_SIZE",
     "DEFAULT_MAX_SEQ",
+    "EXECUTORCH_STAGES",
     "ExecutorchConfig",
+    "ExecutorchLowered",
     "ExecutorchExporter",
     "ExecutorchRunner",
 ]

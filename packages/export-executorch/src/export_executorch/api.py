@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from export_core.exporter import ExportResult
+from export_core.exporter import CaptureResult, ExportResult
 from export_core.stages import StageListener
 
 from .exporter import ExecutorchConfig, ExecutorchExporter
@@ -36,6 +36,7 @@ def export(
     atol: float = 1e-4,
     rtol: float = 1e-3,
     listener: StageListener | None = None,
+    capture: CaptureResult | None = None,
 ) -> ExportResult:
     """Export ``model`` to an ExecuTorch program, run it in ``executorch.runtime`` against
     eager PyTorch, and report.
@@ -66,6 +67,11 @@ def export(
         atol, rtol: validation tolerances per element (the CUDA backend raises them to its
             bfloat16 minimum).
         listener: receives stage start/finish events and the delegation line (progress display).
+        capture: a capture of ``model`` on ``inputs`` made earlier
+            (``export_core.DynamoExporter(config).capture(model, inputs)`` with the same
+            ``dynamic`` / ``dynamic_shapes`` / ``strict`` / ``constant_kwargs``); the export
+            lowers a copy of its program instead of capturing again (several backends can
+            share one capture). Only for backends that capture at the model's dtype.
 
     Returns:
         An ``ExportResult``: ``.path`` (``model.pte`` when ``output`` is set), ``.report``
@@ -87,9 +93,10 @@ def export(
         max_seq=max_seq,
         max_image_size=max_image_size,
         max_audio_samples=max_audio_samples,
+        atol=atol,
+        rtol=rtol,
     )
-    exporter = ExecutorchExporter(config, listener=listener)
-    exporter.atol, exporter.rtol = atol, rtol
-    return exporter.export(
-        model, inputs, output=output, validate=validate, validation_inputs=validation_inputs, task=task
+    return ExecutorchExporter(config, listener=listener).export(
+        model, inputs, output=output, validate=validate, validation_inputs=validation_inputs,
+        task=task, capture=capture,
     )

@@ -167,6 +167,24 @@ class BoundsPlan:
 
     limits: DimLimits
     dims: list[DimBound] = field(default_factory=list)
+    _shape_env: Any = field(default=None, repr=False, compare=False)
+    _previous: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def restore_shape_env(self) -> None:
+        """Put back the symbol ranges the shape environment had before the bounds.
+
+        The shape environment is shared by every copy of a captured program (a capture given to
+        several backends), so the ExecuTorch exporter restores it once lowering is done; the
+        program's own ``range_constraints`` keep the bounds.
+        """
+        if self._shape_env is None:
+            return
+        for sym, vr in self._previous.items():
+            if vr is None:
+                self._shape_env.var_to_range.pop(sym, None)
+            else:
+                self._shape_env.var_to_range[sym] = vr
+        self._previous.clear()
 
     def as_dict(self) -> dict[str, Any]:
         """``{"max_batch", "max_seq", "max_image_size", "max_audio_samples", "sources",
@@ -228,7 +246,6 @@ def dim_limits(
                 f"{name} must be at least {MIN_CAP} to keep the axis dynamic, got {value} "
                 "(ExecuTorch's re-trace turns a range [1, 2] into the constant 2); "
                 "export with --static for a fixed size",
-                stage="bounds",
             )
         if value is not None:
             sources[name] = "option"
@@ -315,7 +332,8 @@ def apply_dim_bounds(
 
     Args:
         program: the captured ``ExportedProgram``; its ``range_constraints`` and the shape
-            environment of its symbols are updated.
+            environment of its symbols are updated (:meth:`BoundsPlan.restore_shape_env` puts
+            the shape environment back).
         input_names: artifact input names, one per user input placeholder, in order.
         limits: the caps per role.
 
@@ -350,12 +368,14 @@ def apply_dim_bounds(
         hi = _as_int(old.upper) if old is not None else None
         lo = 1 if lo is None or lo == 2 else lo
         chosen[sym] = (lo, cap if hi is None else min(hi, cap))
+    previous: dict[sympy.Symbol, Any] = {}
     for sym, (lo, hi) in chosen.items():
         vr = ValueRanges(lo, hi)
         program._range_constraints[sym] = vr  # noqa: SLF001 - no public setter exists
         if shape_env is not None:
+            previous[sym] = shape_env.var_to_range.get(sym)
             shape_env.var_to_range[sym] = vr
-    plan = BoundsPlan(limits)
+    plan = BoundsPlan(limits, _shape_env=shape_env, _previous=previous)
     seen: set[tuple[str, int]] = set()
     for name, axis, role, symbols, _ in axes:
         if (name, axis) in seen:
@@ -386,7 +406,6 @@ def _fit_examples(
             raise InputError(
                 f"{option}={cap} is below the example size {example} of {name}[{axis}]; "
                 f"raise {option} or use smaller example inputs",
-                stage="bounds",
             )
         raised[role] = example
         sources[option] = (f"example size of {name}[{axis}] (the cap {cap} from "

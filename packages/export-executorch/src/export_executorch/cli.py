@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from export_core.cli import base_parser, run_export
+from export_core.cli import base_parser, run_export, workarounds_command
 from export_core.progress import RichStageListener
 
 from .backends import BACKENDS
 from .exporter import ExecutorchConfig, ExecutorchExporter
+from .stages import BACKEND
 
 __all__ = ["main", "build_parser"]
 
@@ -52,23 +54,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _make(args: argparse.Namespace, listener: RichStageListener) -> ExecutorchExporter:
+def _make(args: argparse.Namespace, listener: RichStageListener, **common: Any) -> ExecutorchExporter:
     config = ExecutorchConfig(
         backend=args.backend,
         max_batch=args.max_batch,
         max_seq=args.max_seq,
         max_image_size=args.max_image_size,
         max_audio_samples=args.max_audio_samples,
+        **common,
     )
     return ExecutorchExporter(config, listener=listener)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code (0 only when export and validation passed)."""
+    """Entry point; returns the exit code (0 only when export and validation passed).
+
+    ``export-executorch workarounds [--markdown]`` prints the registered workarounds instead.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    listed = workarounds_command(argv, "export-executorch", BACKEND)
+    if listed is not None:
+        return listed
     args = build_parser().parse_args(argv)
     return run_export(
         args, prog="export-executorch", make_exporter=_make,
-        version_packages=("export-executorch", "executorch"),
+        version_packages=ExecutorchExporter.version_packages,
+        quiet_loggers=("executorch",),
     )
 
 

@@ -1,37 +1,44 @@
-"""``ExecutorchExporter``: capture with ``torch.export``, five ExecuTorch stages, then the runtime."""
+"""``ExecutorchExporter``: backend preparation, the capture, the ExecuTorch stages, the runtime."""
 
 from __future__ import annotations
 
+import copy
+import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
 
-from export_core.errors import ExportError, LoweringError
+from export_core.errors import ExportError, InputError, LoweringError
 from export_core.exporter import (
     CaptureResult,
     DynamoConfig,
     DynamoExporter,
+    ExportRun,
+    Lowered,
+    Prepared,
     StagedFile,
     first_line,
     flat_feed,
 )
-from export_core.fixes import apply_fx_node_fixes, apply_fx_program_fixes
-from export_core.patching import PatchSession
-from export_core.report import ExportReport
-from export_core.stages import StageListener, StageRecorder
+from export_core.fixes import FixContext, apply_fx_node_fixes, apply_fx_program_fixes
+from export_core.patching import apply_patches
+from export_core.stages import StageListener
 
 from . import workarounds as _workarounds  # noqa: F401  (registers the ExecuTorch workarounds)
 from .backends import BackendPreparation, check_backend, prepare_backend
-from .bounds import BoundsPlan, apply_dim_bounds, dim_limits
+from .bounds import BoundsPlan
 from .delegation import delegation_summary, format_delegation
 from .memory import arena_warning, format_bytes, memory_plan
 from .runner import ExecutorchRunner
+from .stages import EXECUTORCH_STAGES
+from .workarounds.dim_bounds import bound_dynamic_dims
 
-__all__ = ["ExecutorchConfig", "ExecutorchExporter", "PROGRAM_NAME"]
+__all__ = ["PROGRAM_NAME", "ExecutorchConfig", "ExecutorchExporter", "ExecutorchLowered"]
 
 PROGRAM_NAME = "model.pte"
 """File name of the program in the output directory."""
@@ -62,9 +69,24 @@ class ExecutorchConfig(DynamoConfig):
     max_audio_samples: int | None = None
 
 
-def _model_config(module: torch.nn.Module) -> Any:
-    inner = getattr(module, "model", module)
-    return getattr(inner, "config", None) or getattr(module, "config", None)
+@dataclass(frozen=True)
+class ExecutorchLowered(Lowered):
+    """The ExecuTorch stages' result.
+
+    Attributes:
+        program: the ``ExecutorchProgramManager``.
+        preparation: the backend's :class:`~export_executorch.backends.BackendPreparation`.
+        bounds: the ranges given to the dynamic dimensions.
+        delegation: the delegation summary (nodes delegated, ops left on portable kernels).
+        memory: the planned memory (arena bytes, ...).
+        fixes: names of the FX program and node fixes that changed the program.
+    """
+
+    preparation: BackendPreparation | None = None
+    bounds: BoundsPlan | None = None
+    delegation: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)
+    fixes: tuple[str, ...] = ()
 
 
 def _cast_floats(value: Any, dtype: torch.dtype) -> Any:
@@ -79,9 +101,10 @@ def _cast_floats(value: Any, dtype: torch.dtype) -> Any:
 class ExecutorchExporter(DynamoExporter):
     """Exports a model to an ExecuTorch ``.pte`` program and checks it in ``executorch.runtime``.
 
-    Stages: (1) backend preparation, before capture; (2) torch patches and (3) ExecuTorch
-    patches, installed for the whole export; after capture (4) bounds and FX program fixes,
-    (5) FX node fixes; then ``to_edge_transform_and_lower`` and ``to_executorch``.
+    Stages (:data:`~export_executorch.stages.EXECUTORCH_STAGES`): backend preparation before the
+    capture; after it torch patches and ExecuTorch patches (installed until the program is
+    emitted), FX program fixes (the dynamic-dimension bounds first), FX node fixes,
+    ``to_edge_transform_and_lower`` and ``to_executorch``.
 
     Args:
         config: the options; ``config.backend`` picks the backend.
@@ -91,7 +114,7 @@ class ExecutorchExporter(DynamoExporter):
         InputError: ``config.backend`` is not a known backend.
     """
 
-    backend = "executorch"
+    stages = EXECUTORCH_STAGES
     version_packages = ("export-executorch", "executorch")
 
     def __init__(
@@ -100,151 +123,147 @@ class ExecutorchExporter(DynamoExporter):
         super().__init__(config or ExecutorchConfig(), listener=listener)
         self.config: ExecutorchConfig
         check_backend(self.config.backend)
-        self.preparation: BackendPreparation | None = None
-        self._staged_data: list[Path] = []
-        self._bounds: BoundsPlan | None = None
 
     @property
-    def patch_backends(self) -> tuple[str, ...]:  # type: ignore[override]
-        """``("executorch.<backend>",)``: the registry key installed for the whole export (torch
-        patches and ExecuTorch patches); its parent ``"executorch"`` is included by
-        ``export_core.registry.backend_chain``."""
-        return (f"executorch.{check_backend(self.config.backend)}",)
+    def backend(self) -> str:  # type: ignore[override]
+        """``"executorch.<backend>"``: the registry key whose workarounds run (its parent
+        ``"executorch"`` is included by ``export_core.registry.backend_chain``)."""
+        return f"executorch.{check_backend(self.config.backend)}"
 
-    # ── Stage 1: backend preparation ─────────────────────────────────────────────────────────
-    def capture(
-        self,
-        model: torch.nn.Module,
-        inputs: dict[str, Any] | tuple[Any, ...],
-        recorder: StageRecorder | None = None,
-        session: PatchSession | None = None,
-    ) -> CaptureResult:
-        """Prepare the backend (:data:`~export_executorch.backends._BACKEND_PREPARE`), cast the
-        model and float inputs to its dtype, then capture.
+    def prepare(
+        self, model: torch.nn.Module, inputs: dict[str, Any] | tuple[Any, ...], run: ExportRun
+    ) -> Prepared:
+        """Prepare the backend (:data:`~export_executorch.backends._BACKEND_PREPARE`) and cast
+        the model and float inputs to its dtype.
 
         A dtype other than the model's (bfloat16 for CUDA) is applied to a copy of the model;
         the caller's model is not changed and stays the float32 eager reference.
 
         Raises:
             LoweringError: (stage ``prepare``) the backend cannot be used here.
-            CaptureError: ``torch.export`` failed.
+            InputError: (stage ``prepare``) a shared capture was given for a backend that
+                captures at another dtype.
         """
-        recorder = recorder or StageRecorder(self.listener)
-        with recorder.stage("prepare"):
+        # ── ExecuTorch stage 1: backend preparation ──
+        with run.stage("prepare"):
             prep = prepare_backend(self.config.backend)
-            self.preparation = prep
             param = next(iter(model.parameters()), None)
             if param is not None and param.is_floating_point() and param.dtype != prep.dtype:
-                import copy
-
+                if run.shared_capture:
+                    raise InputError(
+                        f"the {prep.name} backend captures at {prep.dtype}; a capture shared "
+                        f"from a {param.dtype} model cannot be used, export without capture="
+                    )
                 model = copy.deepcopy(model).to(prep.dtype).eval()
                 inputs = _cast_floats(inputs, prep.dtype)
-            self.atol, self.rtol = max(self.atol, prep.atol), max(self.rtol, prep.rtol)
-        return super().capture(model, inputs, recorder, session)
+            run.report.extra["backend"] = prep.name
+            run.report.extra["dtype"] = str(prep.dtype).removeprefix("torch.")
+        return Prepared(model, inputs, prep)
 
-    def lower(self, capture: CaptureResult, recorder: StageRecorder, report: ExportReport) -> Any:
-        """Bound the dynamic dimensions, run the FX fixes, lower and emit; returns the
-        ``ExecutorchProgramManager``.
+    def lower(self, capture: CaptureResult, prepared: Prepared, run: ExportRun) -> ExecutorchLowered:
+        """Bound the dynamic dimensions, run the FX fixes, lower and emit.
 
         Raises:
-            InputError: (stage ``bounds``) a bound is below an example size.
+            InputError: (stage ``fx_program_fixes``) a bound is below an example size.
             FixError: an FX program or node fix failed.
             LoweringError: ``to_edge_transform_and_lower`` or ``to_executorch`` failed.
         """
         from executorch.exir import to_edge_transform_and_lower
 
         cfg = self.config
-        prep = self.preparation or prepare_backend(cfg.backend)
+        prep: BackendPreparation = prepared.backend
         key = prep.registry_key
-        applied: list[str] = []
-        report.extra["backend"] = prep.name
-        report.extra["dtype"] = str(prep.dtype).removeprefix("torch.")
-        # ── Stage 2: torch patches ───────────────────────────────────────────────────────────
-        # Registered with register_patch("executorch" | "executorch.<backend>", ...); installed
-        # by DynamoExporter.export around capture and lowering (patch_backends).
-        # ── Stage 3: ExecuTorch patches ──────────────────────────────────────────────────────
-        # Same registry and installation: patches on executorch.* internals that crash on valid
-        # dynamic-shape graphs (export_executorch.workarounds).
-        # ── Stage 4: FX program fixes ────────────────────────────────────────────────────────
-        program = capture.program
-        with recorder.stage("bounds"):
-            limits = dim_limits(
-                _model_config(capture.module),
-                max_batch=cfg.max_batch, max_seq=cfg.max_seq, max_image_size=cfg.max_image_size,
-                max_audio_samples=cfg.max_audio_samples,
-            )
-            plan = apply_dim_bounds(program, capture.input_names, limits)
-            self._bounds = plan
-            report.extra["bounds"] = plan.as_dict()
-        with recorder.stage("fx_program_fixes"):
-            program, names = apply_fx_program_fixes(program, key)
-            applied += names
-        # ── Stage 5: FX node fixes ───────────────────────────────────────────────────────────
-        with recorder.stage("fx_node_fixes"):
-            applied += apply_fx_node_fixes(program, key)
-        report.fixes["applied"] = applied
-        # Lowering: edge dialect, partitioning, delegate preprocessing, then emission.
-        with recorder.stage("lower"):
-            try:
-                if prep.decompositions:
-                    program = program.run_decompositions(prep.decompositions)
-                edge = to_edge_transform_and_lower(
-                    program,
-                    partitioner=list(prep.partitioners) or None,
-                    compile_config=prep.compile_config,
-                )
-            except ExportError:
-                raise
-            except Exception as e:
-                raise LoweringError(
-                    f"to_edge_transform_and_lower failed for {prep.name}: {first_line(e)}"
-                ) from e
-            summary = delegation_summary(edge.exported_program())
-            report.extra["delegation"] = summary
-        with recorder.stage("to_executorch"):
-            try:
-                manager = edge.to_executorch(prep.backend_config)
-            except ExportError:
-                raise
-            except Exception as e:
-                raise LoweringError(f"to_executorch failed: {first_line(e)}", stage="to_executorch") from e
-            memory = memory_plan(manager)
-            warning = arena_warning(memory["arena_bytes"], report.extra["bounds"])
-            if warning:
-                memory["warning"] = warning
-            report.extra["memory"] = memory
+        report = run.report
+        with ExitStack() as patches:
+            # ── ExecuTorch stage 2: torch patches ──
+            with run.stage("torch_patches"):
+                patches.enter_context(apply_patches(key, run.session, stage="torch_patches"))
+            # ── ExecuTorch stage 3: ExecuTorch patches ──
+            with run.stage("executorch_patches"):
+                patches.enter_context(apply_patches(key, run.session, stage="executorch_patches"))
+            # ── ExecuTorch stage 4: FX program fixes ──
+            with run.stage("fx_program_fixes"):
+                context = FixContext(key, "fx_program_fixes", cfg, capture)
+                program_fixes = apply_fx_program_fixes(capture.program, key, context,
+                                                       stage="fx_program_fixes")
+                bounds: BoundsPlan | None = program_fixes.details.get(bound_dynamic_dims.__name__)
+                if bounds is not None:
+                    report.extra["bounds"] = bounds.as_dict()
+                    # the shape environment is shared with other copies of the capture
+                    patches.callback(bounds.restore_shape_env)
+            # ── ExecuTorch stage 5: FX node fixes ──
+            with run.stage("fx_node_fixes"):
+                node_fixes = apply_fx_node_fixes(program_fixes.program, key, stage="fx_node_fixes")
+            fixes = tuple(dict.fromkeys([*program_fixes.applied, *node_fixes.applied]))
+            report.fixes["applied"] = list(fixes)
+            # ── ExecuTorch stage 6: edge lowering and partitioning ──
+            with run.stage("lower"):
+                try:
+                    program = node_fixes.program
+                    if prep.decompositions:
+                        program = program.run_decompositions(prep.decompositions)
+                    edge = to_edge_transform_and_lower(
+                        program,
+                        partitioner=list(prep.partitioners) or None,
+                        compile_config=prep.compile_config,
+                    )
+                except ExportError:
+                    raise
+                except Exception as e:
+                    raise LoweringError(
+                        f"to_edge_transform_and_lower failed for {prep.name}: {first_line(e)}"
+                    ) from e
+                summary = delegation_summary(edge.exported_program())
+                report.extra["delegation"] = summary
+            # ── ExecuTorch stage 7: ExecuTorch program ──
+            with run.stage("to_executorch"):
+                try:
+                    manager = edge.to_executorch(prep.backend_config)
+                except ExportError:
+                    raise
+                except Exception as e:
+                    raise LoweringError(f"to_executorch failed: {first_line(e)}", stage="to_executorch") from e
+                memory = memory_plan(manager)
+                warning = arena_warning(memory["arena_bytes"], report.extra.get("bounds", {}))
+                if warning:
+                    memory["warning"] = warning
+                report.extra["memory"] = memory
         info = getattr(self.listener, "info", None)
         if callable(info):
             info(f"{format_delegation(summary, prep.name)}; planned arena "
                  f"{format_bytes(memory['arena_bytes'])}")
             if warning:
                 info(f"warning: {warning}")
-        return manager
+        return ExecutorchLowered(
+            manager, max(cfg.atol, prep.atol), max(cfg.rtol, prep.rtol),
+            preparation=prep, bounds=bounds, delegation=summary, memory=memory, fixes=fixes,
+        )
 
     def admissible_validation_sets(
         self,
         capture: CaptureResult,
+        lowered: Lowered,
         inputs: dict[str, Any] | tuple[Any, ...],
         sets: Sequence[dict[str, Any] | tuple[Any, ...]],
-        report: ExportReport,
+        run: ExportRun,
     ) -> list[dict[str, Any] | tuple[Any, ...]]:
         """Drop the validation sets the program cannot accept; the report's
         ``validation_sets_skipped`` counts them.
 
         A static export (``dynamic=False`` and no ``dynamic_shapes``) accepts only the example
-        shapes; a dynamic one accepts any size within the range its bounds stage gave each
-        dynamic axis (``report["bounds"]["dims"]``). Axes ``torch.export`` specialised are not
-        checked here: a set that changes one fails validation, as it should.
+        shapes; a dynamic one accepts any size within the range its bounds gave each dynamic
+        axis. Axes ``torch.export`` specialised are not checked here: a set that changes one
+        fails validation, as it should.
         """
+        bounds = getattr(lowered, "bounds", None)
         order = list(capture.kwargs)
         ref = [tuple(x.shape) for x in flat_feed(inputs, order) if isinstance(x, torch.Tensor)]
-        static = not self.config.dynamic and self.config.dynamic_shapes is None
-        ranges = {(d.input, d.axis): (d.min, d.max) for d in (self._bounds.dims if self._bounds else [])}
+        ranges = {(d.input, d.axis): (d.min, d.max) for d in (bounds.dims if bounds else [])}
         kept = []
         for candidate in sets:
             leaves = [x for x in flat_feed(candidate, order) if isinstance(x, torch.Tensor)]
             shapes = [tuple(x.shape) for x in leaves]
-            if static:
+            if self.config.is_static:
                 ok = shapes == ref
             else:
                 ok = all(lo <= shape[axis] <= hi
@@ -254,52 +273,51 @@ class ExecutorchExporter(DynamoExporter):
             if ok:
                 kept.append(candidate)
         if len(kept) < len(sets):
-            report.extra["validation_sets_skipped"] = len(sets) - len(kept)
+            run.report.extra["validation_sets_skipped"] = len(sets) - len(kept)
         return kept
 
-    def save(self, program: Any, out_dir: Path, report: ExportReport) -> list[StagedFile]:
-        """Write ``model.pte`` (and, for CUDA, its ``.ptd`` data files) under temporary names."""
+    def save(self, lowered: Lowered, out_dir: Path, run: ExportRun) -> list[StagedFile]:
+        """Write ``model.pte`` (and, for CUDA, its ``.ptd`` data files) under temporary names;
+        the program is first, its data files follow."""
+        program = lowered.program
         staged = [StagedFile.beside(out_dir / PROGRAM_NAME)]
-        self._staged_data = []
         with open(staged[0].tmp, "wb") as f:
             program.write_to_file(f)
         for name, cord in (getattr(program, "_tensor_data", None) or {}).items():
             data = StagedFile.beside(out_dir / (name if name.endswith(".ptd") else f"{name}.ptd"))
             staged.append(data)
-            self._staged_data.append(data.tmp)
             with open(data.tmp, "wb") as f:
                 cord.write_to_file(f)
-        report.extra.setdefault("memory", {})["program_bytes"] = staged[0].tmp.stat().st_size
+        run.report.extra.setdefault("memory", {})["program_bytes"] = staged[0].tmp.stat().st_size
         return staged
 
-    def runner(self, program: Any, path: Path | None, capture: CaptureResult) -> ExecutorchRunner:
-        """Load the program (from ``path`` when saved, else from memory) in
+    def runner(
+        self, lowered: Lowered, staged: Sequence[StagedFile], capture: CaptureResult
+    ) -> ExecutorchRunner:
+        """Load the program (from the staged file when saved, else from memory) in
         ``executorch.runtime``.
 
         Raises:
             RuntimeLoadError: the program cannot be loaded (missing kernel, unsupported op,
                 missing delegate).
         """
-        prep = self.preparation or prepare_backend(self.config.backend)
-        data_path = None
+        prep = getattr(lowered, "preparation", None) or prepare_backend(self.config.backend)
+        program = lowered.program
+        data_path: Path | None = None
+        keepalive: tempfile.TemporaryDirectory[str] | None = None
         if prep.external_data:
-            data_path = self._external_data(program, path)
+            if len(staged) > 1:
+                data_path = staged[1].tmp
+            else:
+                keepalive = tempfile.TemporaryDirectory(prefix="export-executorch-")
+                program.write_tensor_data_to_file(keepalive.name)
+                ptds = sorted(Path(keepalive.name).glob("*.ptd"))
+                data_path = ptds[0] if ptds else None
         return ExecutorchRunner(
-            path if path is not None else program.buffer,
+            staged[0].tmp if staged else program.buffer,
             list(capture.kwargs),
             dtype=prep.dtype,
             data_path=data_path,
             runtime_backend=prep.runtime_backend,
+            keepalive=keepalive,
         )
-
-    def _external_data(self, program: Any, path: Path | None) -> Path | None:
-        """The ``.ptd`` staged beside a saved program, or one written to a temporary directory
-        kept for the runner's lifetime."""
-        if path is not None and self._staged_data:
-            return self._staged_data[0]
-        import tempfile
-
-        self._tmpdir = tempfile.TemporaryDirectory(prefix="export-executorch-")
-        program.write_tensor_data_to_file(self._tmpdir.name)
-        ptds = sorted(Path(self._tmpdir.name).glob("*.ptd"))
-        return ptds[0] if ptds else None

@@ -90,6 +90,8 @@ class ExecutorchRunner:
         data_path: the ``.ptd`` file with the program's external data (CUDA weights), if any.
         runtime_backend: delegate the program needs (``"XnnpackBackend"``); checked up front
             so a runtime without it fails with a clear message.
+        keepalive: an object kept as long as the runner (the temporary directory holding
+            ``data_path``).
 
     Raises:
         RuntimeLoadError: the runtime lacks the delegate, or cannot load the program or its
@@ -104,7 +106,9 @@ class ExecutorchRunner:
         dtype: torch.dtype = torch.float32,
         data_path: str | Path | None = None,
         runtime_backend: str | None = None,
+        keepalive: Any = None,
     ) -> None:
+        self.keepalive = keepalive
         try:
             from executorch.runtime import Runtime
         except ImportError as e:  # pragma: no cover - executorch is a dependency

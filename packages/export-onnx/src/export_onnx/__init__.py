@@ -5,11 +5,21 @@ and :class:`OnnxConfig` sit underneath; ``export-onnx`` is the command.
 """
 
 from .api import export
-from .exporter import OnnxConfig, OnnxExporter
+from .exporter import OnnxConfig, OnnxExporter, OnnxLowered
 from .ir_fixes import register_ir_fix
 from .runner import OrtRunner
+from .stages import ONNX_STAGES
 from .translations import register_onnx_translation
 
 __version__ = "0.1.0"
 
-__all__ = ["export", "OnnxConfig", "OnnxExporter", "OrtRunner", "register_ir_fix", "register_onnx_translation"]
+__all__ = [
+    "ONNX_STAGES",
+    "OnnxConfig",
+    "OnnxExporter",
+    "OnnxLowered",
+    "OrtRunner",
+    "export",
+    "register_ir_fix",
+    "register_onnx_translation",
+]

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from export_core.exporter import ExportResult
+from export_core.exporter import CaptureResult, ExportResult
 from export_core.stages import StageListener
 
 from .exporter import OnnxConfig, OnnxExporter
@@ -33,6 +33,7 @@ def export(
     atol: float = 1e-4,
     rtol: float = 1e-3,
     listener: StageListener | None = None,
+    capture: CaptureResult | None = None,
 ) -> ExportResult:
     """Export ``model`` to ONNX, check it in ONNX Runtime against eager PyTorch, and report.
 
@@ -53,6 +54,11 @@ def export(
         task: recorded in the report.
         atol, rtol: validation tolerances per element.
         listener: receives stage start/finish events (progress display).
+        capture: a capture of ``model`` on ``inputs`` made earlier
+            (``export_core.DynamoExporter(config).capture(model, inputs)`` with the same
+            ``dynamic`` / ``dynamic_shapes`` / ``strict`` / ``constant_kwargs``); the export
+            lowers a copy of its program instead of capturing again (several backends can
+            share one capture).
 
     Returns:
         An ``ExportResult``: ``.path`` (``model.onnx`` when ``output`` is set), ``.report``,
@@ -68,9 +74,10 @@ def export(
         constant_kwargs=dict(constant_kwargs or {}),
         opset=opset,
         optimize=optimize,
+        atol=atol,
+        rtol=rtol,
     )
-    exporter = OnnxExporter(config, listener=listener)
-    exporter.atol, exporter.rtol = atol, rtol
-    return exporter.export(
-        model, inputs, output=output, validate=validate, validation_inputs=validation_inputs, task=task
+    return OnnxExporter(config, listener=listener).export(
+        model, inputs, output=output, validate=validate, validation_inputs=validation_inputs,
+        task=task, capture=capture,
     )

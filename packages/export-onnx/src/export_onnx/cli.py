@@ -5,17 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from export_core.cli import base_parser, run_export
+from export_core.cli import base_parser, run_export, workarounds_command
 from export_core.progress import RichStageListener
 
 from .exporter import OnnxConfig, OnnxExporter
+from .stages import BACKEND
 
 __all__ = ["main", "build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """``export-onnx [MODEL] [-o OUT] [--task T] [--static] [--opset N] [--no-validate]``."""
+    """``export-onnx [MODEL] [-o OUT] [--task T] [--static] [--opset N] [--no-validate]``
+    (``export-onnx workarounds`` lists the workarounds)."""
     p = base_parser(
         "export-onnx",
         "Export a Hugging Face model directory (default: the embedded all-MiniLM-L6-v2) to ONNX "
@@ -28,16 +31,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _make(args: argparse.Namespace, listener: RichStageListener) -> OnnxExporter:
-    return OnnxExporter(OnnxConfig(opset=args.opset, optimize=args.optimize), listener=listener)
+def _make(args: argparse.Namespace, listener: RichStageListener, **common: Any) -> OnnxExporter:
+    config = OnnxConfig(opset=args.opset, optimize=args.optimize, **common)
+    return OnnxExporter(config, listener=listener)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code (0 only when export and validation passed)."""
+    """Entry point; returns the exit code (0 only when export and validation passed).
+
+    ``export-onnx workarounds [--markdown]`` prints the registered workarounds instead.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    listed = workarounds_command(argv, "export-onnx", BACKEND)
+    if listed is not None:
+        return listed
     args = build_parser().parse_args(argv)
     return run_export(
         args, prog="export-onnx", make_exporter=_make,
-        version_packages=("export-onnx", "onnx", "onnxscript", "onnx-ir", "onnxruntime"),
+        version_packages=OnnxExporter.version_packages,
+        quiet_loggers=("torch.onnx", "onnxscript", "onnx_ir"),
     )
 
 

@@ -1,8 +1,11 @@
-"""``OnnxExporter``: capture with ``torch.export``, then five ONNX stages, then ONNX Runtime."""
+"""``OnnxExporter``: capture with ``torch.export``, then the ONNX stages, then ONNX Runtime."""
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,18 +13,28 @@ from typing import Any
 import torch
 
 from export_core.errors import ExportError, TranslationError
-from export_core.exporter import CaptureResult, DynamoConfig, DynamoExporter, StagedFile, first_line
-from export_core.fixes import apply_fx_node_fixes
-from export_core.report import ExportReport
-from export_core.stages import StageListener, StageRecorder
+from export_core.exporter import (
+    CaptureResult,
+    DynamoConfig,
+    DynamoExporter,
+    ExportRun,
+    Lowered,
+    Prepared,
+    StagedFile,
+    first_line,
+)
+from export_core.fixes import FixContext, apply_fx_node_fixes
+from export_core.patching import apply_patches
+from export_core.stages import StageListener
 
 from . import workarounds as _workarounds  # noqa: F401  (registers the ONNX workarounds)
 from .ir_fixes import apply_ir_fixes
-from .patches import refixed_after_decompositions, translations_used
 from .runner import OrtRunner
+from .stages import BACKEND, ONNX_STAGES
 from .translations import translation_table
+from .workarounds.refix_after_decompositions import REFIXED, TRANSLATED
 
-__all__ = ["OnnxConfig", "OnnxExporter", "EXTERNAL_DATA_THRESHOLD"]
+__all__ = ["EXTERNAL_DATA_THRESHOLD", "OnnxConfig", "OnnxExporter", "OnnxLowered"]
 
 EXTERNAL_DATA_THRESHOLD = 2 * 1024**3
 """Models whose initializers exceed this many bytes are saved with external data beside them."""
@@ -42,76 +55,91 @@ class OnnxConfig(DynamoConfig):
     providers: tuple[str, ...] = ("CPUExecutionProvider",)
 
 
+@dataclass(frozen=True)
+class OnnxLowered(Lowered):
+    """The ONNX stages' result.
+
+    Attributes:
+        program: the ``ONNXProgram``.
+        fixes: names of the FX node fixes and IR fixes that changed the program.
+        translations: names of the custom translations the program used.
+    """
+
+    fixes: tuple[str, ...] = ()
+    translations: tuple[str, ...] = ()
+
+
 class OnnxExporter(DynamoExporter):
     """Exports a model to ONNX and validates it in ONNX Runtime.
 
-    Stages after :meth:`~export_core.exporter.DynamoExporter.capture`: torch patches, ONNX
-    patches re-applied after ``run_decompositions``, FX node fixes, the ONNX translation table,
-    ONNX IR fixes.
+    Stages (:data:`~export_onnx.stages.ONNX_STAGES`) after the capture: torch patches, ONNX
+    patches (the node fixes re-run after ``run_decompositions``), FX node fixes, the ONNX
+    translation, ONNX IR fixes; the patches stay installed until translation ends.
     """
 
-    backend = "onnx"
-    patch_backends = ("onnx",)
+    backend = BACKEND
+    stages = ONNX_STAGES
     version_packages = ("export-onnx", "onnx", "onnxscript", "onnx-ir", "onnxruntime")
 
     def __init__(self, config: OnnxConfig | None = None, *, listener: StageListener | None = None):
         super().__init__(config or OnnxConfig(), listener=listener)
         self.config: OnnxConfig
 
-    def lower(self, capture: CaptureResult, recorder: StageRecorder, report: ExportReport) -> Any:
-        """Run the ONNX stages on the captured program; returns the ``ONNXProgram``.
+    def lower(self, capture: CaptureResult, prepared: Prepared, run: ExportRun) -> OnnxLowered:
+        """Run the ONNX stages on the captured program.
 
         Raises:
             FixError: a node or IR fix failed.
             TranslationError: ``torch.onnx`` could not translate the program.
         """
         cfg = self.config
-        applied: list[str] = []
-        # ── Stage 1: torch patches ───────────────────────────────────────────────────────────
-        # Installed by DynamoExporter.export around capture and lowering (patch_backends).
-        # ── Stage 2: ONNX patches ────────────────────────────────────────────────────────────
-        # The "onnx" patch on ExportedProgram.run_decompositions re-runs the node fixes on the
-        # program torch.onnx decomposes internally (export_onnx.patches).
-        refixed_after_decompositions()
-        translations_used()
-        # ── Stage 3: FX node fixes ───────────────────────────────────────────────────────────
-        with recorder.stage("fx_node_fixes"):
-            applied += apply_fx_node_fixes(capture.program, "onnx")
-        # ── Stage 4: ONNX translation ────────────────────────────────────────────────────────
-        with recorder.stage("translate"):
-            try:
-                onnx_program = torch.onnx.export(
-                    capture.program,
-                    args=capture.args,
-                    kwargs=capture.kwargs,
-                    dynamo=True,
-                    input_names=capture.input_names,
-                    output_names=capture.output_names,
-                    opset_version=cfg.opset,
-                    custom_translation_table=translation_table(),
-                    optimize=cfg.optimize,
-                    verify=False,
-                    report=False,
-                    verbose=False,
-                )
-            except ExportError:
-                raise
-            except Exception as e:
-                raise TranslationError(f"torch.onnx could not translate the program: {_onnx_cause(e)}") from e
-            for name in refixed_after_decompositions():
-                if name not in applied:
-                    applied.append(name)
-            report.extra["translations"] = {"used": translations_used()}
-        # ── Stage 5: ONNX IR fixes ───────────────────────────────────────────────────────────
-        with recorder.stage("ir_fixes"):
-            applied += apply_ir_fixes(onnx_program.model)
-        report.fixes["applied"] = applied
-        report.extra["opset"] = _opset(onnx_program)
-        return onnx_program
+        with ExitStack() as patches:
+            # ── ONNX stage 1: torch patches ──
+            with run.stage("torch_patches"):
+                patches.enter_context(apply_patches(BACKEND, run.session, stage="torch_patches"))
+            # ── ONNX stage 2: ONNX patches ──
+            with run.stage("onnx_patches"):
+                patches.enter_context(apply_patches(BACKEND, run.session, stage="onnx_patches"))
+            # ── ONNX stage 3: FX node fixes ──
+            with run.stage("fx_node_fixes"):
+                fixed = apply_fx_node_fixes(capture.program, BACKEND, stage="fx_node_fixes")
+            # ── ONNX stage 4: ONNX translation ──
+            with run.stage("translate"):
+                try:
+                    onnx_program = torch.onnx.export(
+                        fixed.program,
+                        args=capture.args,
+                        kwargs=capture.kwargs,
+                        dynamo=True,
+                        input_names=capture.input_names,
+                        output_names=capture.output_names,
+                        opset_version=cfg.opset,
+                        custom_translation_table=translation_table(),
+                        optimize=cfg.optimize,
+                        verify=False,
+                        report=False,
+                        verbose=False,
+                    )
+                except ExportError:
+                    raise
+                except Exception as e:
+                    raise TranslationError(
+                        f"torch.onnx could not translate the program: {_onnx_cause(e)}"
+                    ) from e
+        # ── ONNX stage 5: ONNX IR fixes ──
+        with run.stage("ir_fixes"):
+            ir = apply_ir_fixes(onnx_program.model, FixContext(BACKEND, "ir_fixes", cfg, capture))
+        fixes = tuple(dict.fromkeys([*fixed.applied, *run.session.observed(REFIXED), *ir.applied]))
+        translations = tuple(run.session.observed(TRANSLATED))
+        run.report.fixes["applied"] = list(fixes)
+        run.report.extra["translations"] = {"used": list(translations)}
+        run.report.extra["opset"] = onnx_program.model.opset_imports.get("", None)
+        return OnnxLowered(onnx_program, cfg.atol, cfg.rtol, fixes, translations)
 
-    def save(self, program: Any, out_dir: Path, report: ExportReport) -> list[StagedFile]:
+    def save(self, lowered: Lowered, out_dir: Path, run: ExportRun) -> list[StagedFile]:
         """Save ``model.onnx`` (with ``model.onnx.data`` beside it above 2 GB) under temporary
         names in ``out_dir``."""
+        program = lowered.program
         size = sum(
             v.const_value.nbytes
             for v in program.model.graph.initializers.values()
@@ -126,18 +154,17 @@ class OnnxExporter(DynamoExporter):
         program.save(str(staging / "model.onnx"), external_data=True)
         return [StagedFile(f, out_dir / f.name) for f in sorted(staging.iterdir(), key=lambda p: p.suffix != ".onnx")]
 
-    def runner(self, program: Any, path: Path | None, capture: CaptureResult) -> OrtRunner:
-        model = path if path is not None else program.model_proto.SerializeToString()
+    def runner(self, lowered: Lowered, staged: Sequence[StagedFile], capture: CaptureResult) -> OrtRunner:
+        """An ONNX Runtime session over the saved file, or over the in-memory model.
+
+        Raises:
+            RuntimeLoadError: ONNX Runtime cannot load the model.
+        """
+        model = staged[0].tmp if staged else lowered.program.model_proto.SerializeToString()
         return OrtRunner(model, capture.input_names, list(capture.kwargs), self.config.providers)
 
 
-def _opset(program: Any) -> int | None:
-    return program.model.opset_imports.get("", None)
-
-
 def _onnx_cause(e: BaseException) -> str:
-    import re
-
     found = re.findall(r"<class '([\w\.]+)'>: ([^\n]+)", str(e))
     if found:
         return f"{found[0][0].split('.')[-1]}: {found[0][1]}"

@@ -1,69 +1,53 @@
 """ONNX IR fixes: rewrites of the finished ONNX model (an ``onnx_ir.Model``) before it is saved.
 
-Each fix is ``fn(model: onnx_ir.Model) -> int`` returning how many nodes it rewrote; it is
-registered with :func:`register_ir_fix` with its reason and upstream bug, and reported when it
-rewrites anything.
+Each fix is ``fn(model, context) -> FixResult`` (``export_core.fixes``), registered with
+:func:`register_ir_fix` as an ``ir_fix`` workaround in the core registry with its reason and
+upstream bug; the ``ir_fixes`` stage runs them in registration order and reports those that
+rewrote anything.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["IrFixRecord", "register_ir_fix", "ir_fix_records", "apply_ir_fixes"]
+from export_core.fixes import FixContext, FixesApplied, apply_program_fixes
+from export_core.registry import Workaround, register_workaround, workarounds_for
+
+from .stages import BACKEND, IR_FIX
+
+__all__ = ["apply_ir_fixes", "ir_fix_records", "register_ir_fix"]
 
 
-@dataclass(frozen=True)
-class IrFixRecord:
-    """One ONNX IR fix (``_fix_ir_<name>`` by convention)."""
-
-    name: str
-    fn: Callable[[Any], int]
-    reason: str
-    upstream: str
-
-
-_IR_FIXES: dict[str, IrFixRecord] = {}
-
-
-def register_ir_fix(*, reason: str, upstream: str) -> Callable[[Callable[[Any], int]], Callable[[Any], int]]:
-    """Register ``fn(model) -> int`` as an IR fix.
+def register_ir_fix(*, reason: str, upstream: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn(model, context) -> FixResult`` as an ONNX IR fix.
 
     Raises:
-        ValueError: the name is registered twice, or reason/upstream is empty.
+        ValueError: the name is registered twice, the reason is empty or the link is not an
+            issue / pull request URL.
     """
 
-    def decorate(fn: Callable[[Any], int]) -> Callable[[Any], int]:
-        if not reason or not upstream:
-            raise ValueError(f"{fn.__name__}: an IR fix needs a reason and an upstream link")
-        if fn.__name__ in _IR_FIXES:
-            raise ValueError(f"IR fix {fn.__name__!r} is registered twice")
-        _IR_FIXES[fn.__name__] = IrFixRecord(fn.__name__, fn, reason, upstream)
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        register_workaround(Workaround(IR_FIX, BACKEND, "ir_fixes", fn.__name__, (), fn, reason,
+                                       upstream))
         return fn
 
     return decorate
 
 
-def ir_fix_records() -> list[IrFixRecord]:
+def ir_fix_records() -> list[Workaround]:
     """Registered IR fixes in registration order."""
-    return list(_IR_FIXES.values())
+    return workarounds_for(BACKEND, IR_FIX)
 
 
-def apply_ir_fixes(model: Any) -> list[str]:
-    """Run every IR fix on ``model`` (an ``onnx_ir.Model``), in place.
+def apply_ir_fixes(model: Any, context: FixContext | None = None) -> FixesApplied:
+    """Run every IR fix on ``model`` (an ``onnx_ir.Model``, edited in place).
 
     Returns:
-        Names of the fixes that rewrote at least one node.
-    """
-    from export_core.errors import FixError
+        The :class:`~export_core.fixes.FixesApplied` of the ``ir_fixes`` stage.
 
-    applied = []
-    for rec in _IR_FIXES.values():
-        try:
-            n = rec.fn(model)
-        except Exception as e:
-            raise FixError(f"IR fix {rec.name} failed: {type(e).__name__}: {e}", stage="ir-fix") from e
-        if n:
-            applied.append(rec.name)
-    return applied
+    Raises:
+        FixError: a fix raised (the message names it and the fixes before it).
+    """
+    context = context or FixContext(BACKEND, "ir_fixes")
+    return apply_program_fixes(IR_FIX, model, BACKEND, context, stage="ir_fixes")

@@ -1,39 +1,22 @@
 """The ONNX translation table: custom lowerings of aten ops, passed to ``torch.onnx.export``.
 
-Each entry is registered with :func:`register_onnx_translation` and carries its reason and the
-upstream bug it exists for. The functions are onnxscript functions (or TorchLib-style Python
+Each entry is a ``translation`` workaround in the core registry
+(:func:`export_core.registry.describe` lists it), registered with
+:func:`register_onnx_translation` with its reason and the upstream bug it exists for, and runs at
+the ``translate`` stage. The functions are onnxscript functions (or TorchLib-style Python
 functions over onnxscript values) taking the aten op's arguments.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TranslationRecord", "register_onnx_translation", "translation_table", "translation_records"]
+from export_core.registry import Workaround, register_workaround, workarounds_for
 
+from .stages import BACKEND, TRANSLATION
 
-@dataclass(frozen=True)
-class TranslationRecord:
-    """One custom ONNX translation.
-
-    Attributes:
-        name: the function's name (``_aten_<op>`` by convention).
-        ops: the aten ``OpOverload`` s (or sym callables such as ``operator.floordiv``) it lowers.
-        fn: the translation function.
-        reason: what the default translation gets wrong.
-        upstream: link to the upstream bug.
-    """
-
-    name: str
-    ops: tuple[Any, ...]
-    fn: Callable[..., Any]
-    reason: str
-    upstream: str
-
-
-_ONNX_TRANSLATION_TABLE: dict[Any, TranslationRecord] = {}
+__all__ = ["register_onnx_translation", "translation_records", "translation_table"]
 
 
 def register_onnx_translation(
@@ -41,32 +24,33 @@ def register_onnx_translation(
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn`` as the ONNX translation of every op in ``ops``.
 
+    Args:
+        *ops: the aten ``OpOverload`` s (or sym callables such as ``operator.floordiv``) it
+            lowers.
+        reason: what the default translation gets wrong.
+        upstream: the upstream issue or pull request URL.
+
     Raises:
-        ValueError: an op already has a custom translation, or reason/upstream is empty.
+        ValueError: an op already has a custom translation, the reason is empty or the link is
+            not an issue / pull request URL.
     """
+    if not ops:
+        raise ValueError("register_onnx_translation needs at least one op")
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if not reason or not upstream:
-            raise ValueError(f"{fn.__name__}: a translation needs a reason and an upstream link")
-        rec = TranslationRecord(getattr(fn, "name", None) or fn.__name__, tuple(ops), fn, reason, upstream)
-        for op in ops:
-            if op in _ONNX_TRANSLATION_TABLE:
-                raise ValueError(f"{op} already has a custom ONNX translation")
-        for op in ops:
-            _ONNX_TRANSLATION_TABLE[op] = rec
+        name = getattr(fn, "name", None) or fn.__name__
+        register_workaround(Workaround(TRANSLATION, BACKEND, "translate", name, tuple(ops), fn,
+                                       reason, upstream))
         return fn
 
     return decorate
 
 
+def translation_records() -> list[Workaround]:
+    """Every registered translation, once each, in registration order."""
+    return workarounds_for(BACKEND, TRANSLATION)
+
+
 def translation_table() -> dict[Any, Callable[..., Any]]:
     """``{op: fn}`` in the form ``torch.onnx.export(custom_translation_table=...)`` takes."""
-    return {op: rec.fn for op, rec in _ONNX_TRANSLATION_TABLE.items()}
-
-
-def translation_records() -> list[TranslationRecord]:
-    """Every registered translation record, once each."""
-    seen: dict[str, TranslationRecord] = {}
-    for rec in _ONNX_TRANSLATION_TABLE.values():
-        seen.setdefault(rec.name, rec)
-    return list(seen.values())
+    return {op: rec.fn for rec in translation_records() for op in rec.targets}

@@ -1,20 +1,31 @@
 """Registered ExecuTorch workarounds; importing this package registers them.
 
-Registration is the only side effect. Each module holds one workaround, registered with
-``export_core.registry`` under ``"executorch"`` (every ExecuTorch backend) or a backend sub-key
-(``"executorch.xnnpack"``), with the reason it exists and the upstream bug:
+Registration is the only side effect. This package is the ``executorch`` entry of the
+``export_core.backends`` entry-point group: importing it registers the ExecuTorch stage plan
+(:mod:`export_executorch.stages`) and each workaround, under ``"executorch"`` (every ExecuTorch
+backend) or a backend sub-key (``"executorch.xnnpack"``), with its stage, the reason it exists
+and the upstream bug:
 
-- :mod:`.list_return_validator` — ExecuTorch patch (stage 3): the edge verifier specialises the
-  batch of ``split`` / ``chunk`` outputs.
-- :mod:`.xnnpack_reshape_dims` — ExecuTorch patches (stage 3, XNNPACK): the partitioner
-  delegates 1-d convolutions and ``unsqueeze`` nodes that need a reshape with two dynamic
-  dimensions, which XNNPACK cannot serialize (wav2vec2-style audio encoders).
-- :mod:`.view_after_sdpa` — FX node fix (stage 5): a ``view`` of an attention output that the
-  SDPA decomposition makes non-viewable (GPT-2).
+- :mod:`.list_return_validator` — ExecuTorch patch (``executorch_patches``): the edge verifier
+  specialises the batch of ``split`` / ``chunk`` outputs.
+- :mod:`.xnnpack_reshape_dims` — ExecuTorch patches (``executorch_patches``, XNNPACK): the
+  partitioner delegates 1-d convolutions and ``unsqueeze`` nodes that need a reshape with two
+  dynamic dimensions, which XNNPACK cannot serialize (wav2vec2-style audio encoders).
+- :mod:`.dim_bounds` — FX program fix (``fx_program_fixes``): a finite range for every dynamic
+  dimension, so ExecuTorch plans memory for the inputs the program must accept.
+- :mod:`.view_after_sdpa` — FX node fix (``fx_node_fixes``): a ``view`` of an attention output
+  that the SDPA decomposition makes non-viewable (GPT-2).
 """
 
 from __future__ import annotations
 
-from . import list_return_validator, view_after_sdpa, xnnpack_reshape_dims
+from ..stages import EXECUTORCH_STAGES
+from . import dim_bounds, list_return_validator, view_after_sdpa, xnnpack_reshape_dims
 
-__all__ = ["list_return_validator", "view_after_sdpa", "xnnpack_reshape_dims"]
+__all__ = [
+    "EXECUTORCH_STAGES",
+    "dim_bounds",
+    "list_return_validator",
+    "view_after_sdpa",
+    "xnnpack_reshape_dims",
+]

@@ -12,9 +12,12 @@ specialised to the example batch, and the ``.pte`` then rejects every other batc
 The patch hands the validator the value the way it expects it for such ops, ``[list]``, for the
 duration of the call.
 
-Source:
-    https://github.com/pytorch/executorch/blob/main/exir/verification/arg_validator.py
-    (``call_function``: ``ret_iter`` over a list-valued ``meta["val"]``; no upstream issue yet)
+The fault is in ``exir/verification/arg_validator.py`` (``call_function``: ``ret_iter`` over a
+list-valued ``meta["val"]``). No upstream issue reports the validator itself yet; the link is the
+pull request that made ``split_with_sizes_copy`` support dynamic shapes, which the validator's
+guard undoes.
+
+Source: https://github.com/pytorch/executorch/pull/3152
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from export_core.registry import register_patch
 
 __all__ = ["validate_list_returns_whole"]
 
-_UPSTREAM = "https://github.com/pytorch/executorch/blob/main/exir/verification/arg_validator.py"
+_UPSTREAM = "https://github.com/pytorch/executorch/pull/3152"
 
 
 def _returns_one_tensor_list(target: Any) -> bool:
@@ -40,6 +43,7 @@ def _returns_one_tensor_list(target: Any) -> bool:
 @register_patch(
     "executorch",
     "executorch.exir.verification.arg_validator.EdgeOpArgValidator.call_function",
+    stage="executorch_patches",
     reason="the edge verifier takes len() of the first tensor returned by a Tensor[]-returning "
     "op (split/chunk), which guards the symbolic batch to its example size and makes the "
     "program reject every other batch at run time",
@@ -56,8 +60,7 @@ def validate_list_returns_whole(original: Any) -> Any:
         ``self.node.meta["val"]`` (a list of tensors ``[batch, ...]``) in a one-element list while
         the original runs, and restores it afterwards. Every other op is passed through.
 
-    Source:
-        https://github.com/pytorch/executorch/blob/main/exir/verification/arg_validator.py
+    Source: https://github.com/pytorch/executorch/pull/3152
     """
 
     @functools.wraps(original)

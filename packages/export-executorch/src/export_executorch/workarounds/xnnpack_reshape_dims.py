@@ -76,6 +76,7 @@ def _rejecting(original: Any, reject: Callable[[torch.fx.Node], bool]) -> Any:
 @register_patch(
     "executorch.xnnpack",
     f"{_CONFIGS}.gemm_configs.ConvolutionConfig.check_constraints",
+    stage="executorch_patches",
     reason="the XNNPACK partitioner delegates 1-d convolutions whose input has two dynamic "
     "dimensions; XNNPACK runs them as 2-d convolutions behind an unsqueeze that static_reshape "
     "cannot serialize, so lowering fails ('XNNPACK reshape only supports 1 dynamic dimension')",
@@ -97,6 +98,7 @@ def conv1d_inputs_with_one_dynamic_dim(original: Any) -> Any:
 @register_patch(
     "executorch.xnnpack",
     f"{_CONFIGS}.generic_node_configs.UnsqueezeCopyConfig.check_constraints",
+    stage="executorch_patches",
     reason="the XNNPACK partitioner delegates unsqueeze_copy with two or more dynamic output "
     "dimensions, which XNNPACK static_reshape cannot serialize, so lowering fails ('XNNPACK "
     "reshape only supports 1 dynamic dimension')",

@@ -1,15 +1,17 @@
 """ONNX-side workarounds, registered on import (registration is the only side effect).
 
-Each module fixes one kind of fault at the lowest stage that expresses it: FX node fixes
-(``export_core.registry.register_fx_node_fix("onnx", ...)``), ONNX translations
-(:func:`export_onnx.translations.register_onnx_translation`) and ONNX IR fixes
-(:func:`export_onnx.ir_fixes.register_ir_fix`).
+This package is the ``onnx`` entry of the ``export_core.backends`` entry-point group: importing
+it registers the ONNX stage plan (:mod:`export_onnx.stages`) and every ONNX workaround, each at
+the lowest stage that expresses it: the ONNX patch (``onnx_patches``), FX node fixes
+(``fx_node_fixes``), ONNX translations (``translate``) and ONNX IR fixes (``ir_fixes``).
 """
 
 from __future__ import annotations
 
+from ..stages import ONNX_STAGES
 from . import (
     mixed_dtype_arith,
+    refix_after_decompositions,
     sdpa_masked_rows,
     split_symbolic,
     stable_sort,
@@ -18,7 +20,9 @@ from . import (
 )
 
 __all__ = [
+    "ONNX_STAGES",
     "mixed_dtype_arith",
+    "refix_after_decompositions",
     "sdpa_masked_rows",
     "split_symbolic",
     "stable_sort",

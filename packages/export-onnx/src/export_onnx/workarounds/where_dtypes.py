@@ -18,6 +18,7 @@ Source: https://github.com/microsoft/onnxruntime/issues/24127
 from __future__ import annotations
 
 import onnx_ir as ir
+from export_core.fixes import FixContext, FixResult
 
 from ..ir_fixes import register_ir_fix
 
@@ -60,7 +61,7 @@ def _widen(node: ir.Node, wide: ir.DataType, dtype: ir.DataType) -> None:
     "bfloat16 values, so such a model fails to load.",
     upstream="https://github.com/microsoft/onnxruntime/issues/24127",
 )
-def fix_ir_where_dtypes(model: ir.Model) -> int:
+def fix_ir_where_dtypes(model: ir.Model, context: FixContext | None = None) -> FixResult:
     """Select ``bool`` / int16 / uint16 / uint64 / bfloat16 values in a wider type.
 
     Visits every ``Where`` of the main graph, its subgraphs and the model's functions; one whose
@@ -68,9 +69,10 @@ def fix_ir_where_dtypes(model: ir.Model) -> int:
 
     Args:
         model: the optimized ONNX model, edited in place.
+        context: the export's fix context (unused).
 
     Returns:
-        How many ``Where`` nodes were rewritten.
+        ``FixResult(model, modified, details={"rewritten": <number of Where nodes>})``.
 
     Source: https://github.com/microsoft/onnxruntime/issues/24127
     """
@@ -84,4 +86,4 @@ def fix_ir_where_dtypes(model: ir.Model) -> int:
             if wide is not None:
                 _widen(node, wide, dtype)
                 count += 1
-    return count
+    return FixResult(model, count > 0, {"rewritten": count} if count else None)
