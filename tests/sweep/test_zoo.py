@@ -252,3 +252,30 @@ def test_full_zoo_build_rate(tmp_path) -> None:
     failed = {t: r.get("reason") for t, r in data["results"].items() if r.get("status") != "ok"}
     assert all(reason for reason in failed.values()), "every failure must carry a reason"
     assert summary.rate >= 0.85, json.dumps(summary.failures, indent=1)[:4000]
+
+
+# ── The zoo's command line (export-sweep zoo = python -m export_sweep.zoo) ──────────────────────
+def test_zoo_commands_share_the_sweep_cli(tmp_path, capsys) -> None:
+    import subprocess
+    import sys
+
+    from export_sweep.cli import main
+    from export_sweep.results import write_results
+
+    results = tmp_path / "zoo-results.json"
+    write_results(results, {"versions": {}, "results": {
+        "bert": {"status": "ok", "forward_ok": True, "modality": "text", "seconds": 1.0},
+        "nope": {"status": "fail", "forward_ok": False, "modality": "vision", "seconds": 0.5,
+                 "error": "ZooBuildError: [config] nope: default config: KeyError: 'nope'"},
+    }})
+    assert main(["zoo", "report", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "built (eager forward ok): 1/2 = 50.0%" in out
+    assert "(1) config: default config: KeyError: '…'\n      nope" in out
+    assert main(["zoo", "build"]) == 2
+    assert "nothing to build" in capsys.readouterr().err
+    proc = subprocess.run([sys.executable, "-m", "export_sweep.zoo", "list", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {row["model_type"]: row for row in json.loads(proc.stdout)}
+    assert rows["bert"]["model_class"] == "BertModel" and rows["bert"]["modality"] == "text"
