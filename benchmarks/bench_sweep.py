@@ -14,6 +14,9 @@ Worker-seconds of a type:
   ``sum over backends of (build + export)``; for per-type results, ``build + capture + sum of
   exports``. Both exclude worker start-up and imports.
 
+Compare runs measured under the same load: on a shared 2-core machine the export seconds of one
+run can be twice another's.
+
 ``--run`` first runs the after sweep itself: ``export-sweep run --subset ci --backend all -j 2
 --out AFTER`` (about 10 min on 2 cores). Without ``--before`` the committed
 ``coverage/sweep-results.json`` is the before (measured with a warm zoo cache: its build times

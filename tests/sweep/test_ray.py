@@ -28,7 +28,7 @@ from export_sweep.sweep.run import run_sweep  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TYPES = ["bert", "vit", "resnet", "distilbert", "crash-me", "hang-me"]
-TIMEOUT_S = 45.0
+TIMEOUT_S = 30.0
 EXPECTED = {
     ("bert", "onnx"): ("pass", None),
     ("vit", "onnx"): ("pass", None),
