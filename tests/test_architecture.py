@@ -13,7 +13,13 @@ import pytest
 import export_core
 import export_executorch
 import export_onnx
-from export_core.registry import DYNAMO_PLAN, describe, plan_for, readme_with_table, workaround_table
+from export_core.registry import (
+    DYNAMO_PLAN,
+    describe,
+    plan_for,
+    readme_with_table,
+    workaround_table,
+)
 from export_core.stages import StagePlan
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -96,5 +96,5 @@ def test_one_capture_serves_both_backends_and_is_left_untouched() -> None:
     assert {str(k): str(v) for k, v in capture.program.range_constraints.items()} == before
     assert capture.program.graph_module.code == code
     symbol = next(iter(capture.program.range_constraints))
-    x = next(n for n in capture.program.graph.nodes if n.op == "placeholder")
+    x = next(n for n in capture.program.graph.nodes if n.op == "placeholder" and n.name == "x")
     assert str(x.meta["val"].shape[0].node.shape_env.var_to_range[symbol]) == before[str(symbol)]

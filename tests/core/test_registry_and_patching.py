@@ -10,7 +10,6 @@ import torch
 from export_core import PatchError, apply_patches, describe, register_fx_node_fix, register_patch
 from export_core.registry import backend_chain, patches_for, resolve_target, unregister
 
-
 U = "https://github.com/pytorch/pytorch/issues/1"
 """A well-formed upstream link for the test registrations."""
 

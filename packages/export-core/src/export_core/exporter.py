@@ -166,6 +166,23 @@ class ExportRun:
         """Time the ``with`` block as stage ``name`` (see :class:`StageRecorder`)."""
         return self.recorder.stage(name)
 
+    def install_patches(
+        self, stack: ExitStack, backend: str, stage: str, session: PatchSession | None = None
+    ) -> None:
+        """Run patch stage ``stage``: install ``backend``'s patches registered at it, restored
+        when ``stack`` closes (which also lets them see an exception raised before that).
+
+        Args:
+            stack: the ``ExitStack`` spanning the steps the patches must stay for.
+            backend: the registry key (its parent keys' patches are installed too).
+            stage: the patch stage.
+            session: records what was installed and fired (default: this run's session).
+        """
+        with self.stage(stage):
+            stack.enter_context(
+                apply_patches(backend, self.session if session is None else session, stage=stage)
+            )
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -576,8 +593,7 @@ class DynamoExporter:
                         input_names = leaf_names(dict(zip(input_names, args)))
 
             # ── Capture stage 2: capture patches ──
-            with run.stage("patches"):
-                patches.enter_context(apply_patches("dynamo", session, stage="patches"))
+            run.install_patches(patches, "dynamo", "patches", session)
 
             # ── Capture stage 3: pytree registration ──
             with run.stage("pytree"):

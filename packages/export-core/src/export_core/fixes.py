@@ -191,8 +191,7 @@ def apply_program_fixes(
             if not isinstance(out, FixResult):
                 raise TypeError(f"returned {type(out).__name__}, not a FixResult")
         except ExportError as e:  # a fix that refuses the user's input says so itself
-            if e.stage is None:
-                e.stage = fix.stage
+            e.stage = fix.stage  # the stage that failed is the fix's, whatever the error's kind
             raise
         except Exception as e:
             raise _failure(kind.replace("_", " "), fix, ran, "", e) from e

@@ -368,22 +368,22 @@ def withheld(backend: str, name: str) -> Iterator[Workaround]:
         KeyError: no workaround of that name (a patch: its target path or full name).
     """
     with _LOCK:
-        for (b, kind), table in _TABLES.records.items():
-            key = name if name in table else f"{backend}:{name}"
-            if b == backend and key in table:
-                saved = dict(table)
-                record = table.pop(key)
-                break
-        else:
+        found = [(table_key, key) for table_key, table in _TABLES.records.items()
+                 for key in (name, f"{backend}:{name}")
+                 if table_key[0] == backend and key in table]
+        if not found:
             raise KeyError(f"no workaround {name!r} is registered for {backend!r}")
+        table_key, key = found[0]
+        saved = dict(_TABLES.records[table_key])
+        record = _TABLES.records[table_key].pop(key)
     try:
         yield record
     finally:
         with _LOCK:
-            current = _TABLES.records[(backend, kind)]
+            current = _TABLES.records[table_key]
             restored = {k: v for k, v in saved.items() if k in current or k == key}
             restored.update({k: v for k, v in current.items() if k not in restored})
-            _TABLES.records[(backend, kind)] = restored
+            _TABLES.records[table_key] = restored
 
 
 def backend_chain(backend: str) -> tuple[str, ...]:

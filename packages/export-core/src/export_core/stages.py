@@ -7,8 +7,8 @@ declaration is the vocabulary of everything else:
 
 - the report's ``stages`` list and an ``ExportError``'s ``stage`` are stage *names*;
 - the progress lines show ``<part> <number>/<count> <name>``;
-- the source labels each step with ``# ── <Part> stage <number>: <title> ──`` (a test checks the
-  labels against the plan, so a stage cannot exist only as a comment);
+- the source labels each step with a comment ``<Part> stage <number>: <title>`` between ``# ──``
+  rules (a test checks the labels against the plan, so a stage cannot exist only as a comment);
 - workaround records name the stage they run at, and :func:`export_core.registry.describe`
   shows its number and title.
 

@@ -26,7 +26,6 @@ from export_core.exporter import (
     flat_feed,
 )
 from export_core.fixes import FixContext, apply_fx_node_fixes, apply_fx_program_fixes
-from export_core.patching import apply_patches
 from export_core.stages import StageListener
 
 from . import workarounds as _workarounds  # noqa: F401  (registers the ExecuTorch workarounds)
@@ -176,11 +175,9 @@ class ExecutorchExporter(DynamoExporter):
         report = run.report
         with ExitStack() as patches:
             # ── ExecuTorch stage 2: torch patches ──
-            with run.stage("torch_patches"):
-                patches.enter_context(apply_patches(key, run.session, stage="torch_patches"))
+            run.install_patches(patches, key, "torch_patches")
             # ── ExecuTorch stage 3: ExecuTorch patches ──
-            with run.stage("executorch_patches"):
-                patches.enter_context(apply_patches(key, run.session, stage="executorch_patches"))
+            run.install_patches(patches, key, "executorch_patches")
             # ── ExecuTorch stage 4: FX program fixes ──
             with run.stage("fx_program_fixes"):
                 context = FixContext(key, "fx_program_fixes", cfg, capture)

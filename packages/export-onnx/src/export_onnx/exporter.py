@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -24,7 +23,6 @@ from export_core.exporter import (
     first_line,
 )
 from export_core.fixes import FixContext, apply_fx_node_fixes
-from export_core.patching import apply_patches
 from export_core.stages import StageListener
 
 from . import workarounds as _workarounds  # noqa: F401  (registers the ONNX workarounds)
@@ -95,11 +93,9 @@ class OnnxExporter(DynamoExporter):
         cfg = self.config
         with ExitStack() as patches:
             # ── ONNX stage 1: torch patches ──
-            with run.stage("torch_patches"):
-                patches.enter_context(apply_patches(BACKEND, run.session, stage="torch_patches"))
+            run.install_patches(patches, BACKEND, "torch_patches")
             # ── ONNX stage 2: ONNX patches ──
-            with run.stage("onnx_patches"):
-                patches.enter_context(apply_patches(BACKEND, run.session, stage="onnx_patches"))
+            run.install_patches(patches, BACKEND, "onnx_patches")
             # ── ONNX stage 3: FX node fixes ──
             with run.stage("fx_node_fixes"):
                 fixed = apply_fx_node_fixes(capture.program, BACKEND, stage="fx_node_fixes")

@@ -18,6 +18,7 @@ Source: https://github.com/microsoft/onnxruntime/issues/24127
 from __future__ import annotations
 
 import onnx_ir as ir
+
 from export_core.fixes import FixContext, FixResult
 
 from ..ir_fixes import register_ir_fix
