@@ -444,7 +444,9 @@ class DynamoExporter:
                 runner = self.runner(lowered, staged, capture)
             # ── Artifact stage 4: compare with eager ──
             if validate:
-                with run.stage("validate"):
+                # the eager reference runs under the lock too: a torch.export trace in another
+                # thread patches global torch state (Module.__call__, the fake mode)
+                with EXPORT_LOCK, run.stage("validate"):
                     extra = (validation_inputs if validation_inputs is not None
                              else resized_inputs(capture.program, inputs))
                     sets = [inputs, *self.admissible_validation_sets(capture, lowered, inputs, extra, run)]
