@@ -27,6 +27,7 @@ import torch.utils._pytree as pytree
 
 from .dynamic_shapes import auto_dynamic_shapes, resized_inputs
 from .errors import CaptureError, ExportError, InputError, OutputError, ValidationError
+from .fixes import apply_fx_node_fixes
 from .naming import leaf_names
 from .patching import EXPORT_LOCK, PatchSession, apply_patches
 from .pytree import register_pytree_nodes
@@ -124,6 +125,8 @@ class CaptureResult:
         patches: the ``"dynamo"`` patches installed / fired / skipped while tracing.
         strategy: how ``torch.export`` succeeded (see :func:`_torch_export`).
         seconds: wall time of the capture stages, in seconds.
+        fixes: the ``"dynamo"`` FX node fixes that rewrote the program (capture stage
+            ``capture_node_fixes``), in the order they first fired.
     """
 
     program: torch.export.ExportedProgram
@@ -136,6 +139,7 @@ class CaptureResult:
     patches: PatchSession
     strategy: str = "default"
     seconds: float = 0.0
+    fixes: tuple[str, ...] = ()
 
     def fork(self) -> CaptureResult:
         """A copy whose program can be rewritten without touching this one's (graph, node
@@ -428,6 +432,8 @@ class DynamoExporter:
                     report.inputs, report.outputs = capture.input_names, capture.output_names
                     report.extra["capture_strategy"] = capture.strategy
                     lowered = self.lower(capture, prepared, run)
+                    report.fixes["applied"] = list(dict.fromkeys(
+                        [*capture.fixes, *report.fixes.get("applied", [])]))
             finally:
                 model.train(was_training)
             # ── Artifact stage 2: save under temporary names ──
@@ -621,6 +627,9 @@ class DynamoExporter:
                         f"the model's eager forward fails on the example inputs: {first_line(e)}"
                     ) from e
                 program, strategy = _torch_export(module, args, kwargs, dynamic_shapes, cfg.strict)
+            # ── Capture stage 6: capture FX node fixes ──
+            with run.stage("capture_node_fixes"):
+                fixed = apply_fx_node_fixes(program, "dynamo", stage="capture_node_fixes")
 
         return CaptureResult(
             program=program,
@@ -633,6 +642,7 @@ class DynamoExporter:
             patches=session,
             strategy=strategy,
             seconds=round(time.perf_counter() - start, 4),
+            fixes=tuple(fixed.applied),
         )
 
 

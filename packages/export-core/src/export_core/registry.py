@@ -205,15 +205,17 @@ def _resolve_stage(kind: str, backend: str, stage: str | None, what: str) -> str
         if stage is None:
             raise ValueError(f"{what}: backend {backend!r} declares no stages; pass stage=")
         return stage
+    # the capture stages, shared by every backend, run the "dynamo" workarounds only
+    shared = plan.backend == DYNAMO_PLAN.backend
+    running = [s for s in plan.running(kind) if shared or s.part != CAPTURE_STAGES[0].part]
     if stage is not None:
-        if stage not in plan or kind not in plan[stage].runs:
-            running = ", ".join(s.name for s in plan.running(kind)) or "none"
+        if stage not in {s.name for s in running}:
+            names = ", ".join(s.name for s in running) or "none"
             raise ValueError(
                 f"{what}: stage {stage!r} of {plan.backend!r} does not run {kind} workarounds "
-                f"(stages that do: {running})"
+                f"(stages that do: {names})"
             )
         return stage
-    running = plan.running(kind)
     if len(running) != 1:
         names = ", ".join(s.name for s in running) or "none"
         raise ValueError(f"{what}: {backend!r} runs {kind} workarounds at {names}; pass stage=")

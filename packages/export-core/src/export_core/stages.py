@@ -96,9 +96,11 @@ CAPTURE_STAGES: tuple[Stage, ...] = _numbered("capture", (
     ("pytree", "pytree registration"),
     ("dynamic_shapes", "dynamic shapes"),
     ("capture", "state cleanup and torch.export"),
+    ("capture_node_fixes", "capture FX node fixes", ("fx_node_fix",)),
 ))
 """The capture every backend shares (:meth:`export_core.exporter.DynamoExporter.capture`); the
-``patches`` stage installs the ``"dynamo"`` patches."""
+``patches`` stage installs the ``"dynamo"`` patches and the ``capture_node_fixes`` stage runs the
+``"dynamo"`` FX node fixes on the captured program, before any backend forks it."""
 
 ARTIFACT_STAGES: tuple[Stage, ...] = _numbered("artifact", (
     ("output", "output directory"),
