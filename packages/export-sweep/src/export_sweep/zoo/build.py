@@ -291,6 +291,7 @@ def _build_once(
         )
     torch.manual_seed(seed)
     model, impl = _instantiate(cls, config, model_type)
+    _randomize_zero_linears(model, seed)
     outputs: list[Any] = []
 
     def check(inputs: dict[str, Any]) -> None:
@@ -313,6 +314,38 @@ def _build_once(
         attn_implementation=impl,
         outputs=outputs,
     )
+
+
+def _randomize_zero_linears(model: torch.nn.Module, seed: int) -> list[str]:
+    """Give every ``nn.Linear`` whose weight initialised to all zeros random weights instead.
+
+    Some models zero-initialise a projection (mixture-of-experts routers are the common case:
+    AFMoE's ``router.gate``). With a zero router every expert scores alike, and which experts
+    ``top-k`` picks is decided by tie-breaking, which runtimes implement differently (ONNX
+    ``TopK`` takes the lower index; ``torch.topk`` promises no order). A checkpoint never has
+    such ties, so the tiny model must not either. The weights are drawn from ``N(0, 0.02)``
+    with a generator seeded by ``seed``; other parameters (position tables, class tokens) are
+    left as initialised.
+
+    Returns:
+        the names of the re-initialised weights (``"<module>.weight"``).
+    """
+    generator = torch.Generator().manual_seed(seed)
+    changed: list[str] = []
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            weight = getattr(module, "weight", None)
+            if (
+                isinstance(module, torch.nn.Linear)
+                and isinstance(weight, torch.Tensor)
+                and weight.is_floating_point()
+                and weight.numel() > 0
+                and not weight.any()
+            ):
+                noise = torch.randn(weight.shape, generator=generator, dtype=torch.float32)
+                weight.copy_((noise * 0.02).to(weight.dtype))
+                changed.append(f"{name}.weight")
+    return changed
 
 
 _NO_RETRY = ("ImportError", "ModuleNotFoundError", "[class]")
