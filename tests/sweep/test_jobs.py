@@ -10,7 +10,13 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from export_sweep.sweep.backends import BACKEND_TABLE, BACKENDS, Backend, get_backend  # noqa: E402
+from export_sweep.sweep.backends import (  # noqa: E402
+    ALL_BACKENDS,
+    BACKEND_TABLE,
+    BACKENDS,
+    Backend,
+    get_backend,
+)
 from export_sweep.sweep.checkpoint import JobProgress  # noqa: E402
 from export_sweep.sweep.executors import Limits, LocalExecutor  # noqa: E402
 from export_sweep.sweep.run import TypeJob, _outcome, plan_jobs, run_sweep  # noqa: E402
@@ -38,6 +44,14 @@ def test_backend_options_come_from_the_table() -> None:
     assert get_backend("onnx").options("Cls", [entry]) == {"optimize": False}
     assert get_backend("onnx").options("Other", [entry]) == {}
     assert get_backend("executorch").options("Cls", [entry]) == {}
+    assert get_backend("executorch-portable").options("Cls", [entry]) == {"backend": "portable"}
+
+
+def test_portable_is_swept_only_when_named() -> None:
+    portable = get_backend("executorch-portable")
+    assert (portable.module, portable.label) == ("export_executorch", "ExecuTorch portable")
+    assert ALL_BACKENDS == (*BOTH, "executorch-portable")
+    assert not portable.default and "executorch-portable" not in BACKENDS
 
 
 def test_capture_keyword_is_detected_by_signature() -> None:

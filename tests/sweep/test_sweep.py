@@ -175,6 +175,19 @@ def test_cli_sweep_resume_coverage_and_check(
     assert "vit onnx: committed fail, now pass" in capsys.readouterr().out
 
 
+def test_cli_sweeps_the_portable_backend_when_named(tmp_path: Path) -> None:
+    out, md = tmp_path / "results.json", tmp_path / "COVERAGE.md"
+    args = ["--families", "bert", "--backend", "executorch-portable", "-j", "1", "--out", str(out)]
+    assert main([*args, "--timeout", "300"]) == 0
+    rec = json.loads(out.read_text())["results"]["bert"]
+    assert set(rec["backends"]) == {"executorch-portable"}
+    assert rec["backends"]["executorch-portable"]["status"] == "pass", rec
+    assert rec["backends"]["executorch-portable"]["validated_shapes"] == 2
+    assert main(["coverage", str(out), "-o", str(md)]) == 0
+    assert "| bert | BertModel | text | pass |" in md.read_text()
+    assert "ExecuTorch portable pass" in md.read_text()
+
+
 @pytest.mark.slow
 def test_check_runs_a_fresh_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     md = tmp_path / "COVERAGE.md"

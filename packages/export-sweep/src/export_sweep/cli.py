@@ -64,13 +64,13 @@ def _add_worker_options(
 
 
 def _add_run_options(p: argparse.ArgumentParser, *, out_default: str | None) -> None:
-    from export_sweep.sweep.backends import BACKENDS
+    from export_sweep.sweep.backends import ALL_BACKENDS, BACKENDS
 
     p.add_argument(
         "--backend",
-        choices=(*BACKENDS, "all"),
+        choices=(*ALL_BACKENDS, "all"),
         default="all",
-        help="backend(s) to export to (default all)",
+        help=f"backend to export to; all (default): {', '.join(BACKENDS)}",
     )
     _add_worker_options(p, out_default=out_default, timeout_s=180.0, memory_mb=4096, what="export")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -18,6 +18,7 @@ from typing import Any
 from export_sweep.sweep.skips import SkipEntry, disable_optimize
 
 __all__ = [
+    "ALL_BACKENDS",
     "BACKENDS",
     "BACKEND_TABLE",
     "Backend",
@@ -31,6 +32,11 @@ BackendOptions = Callable[[str, Iterable[SkipEntry] | None], dict[str, Any]]
 
 def _no_options(class_name: str, optimize_off: Iterable[SkipEntry] | None) -> dict[str, Any]:
     return {}
+
+
+def _portable_options(class_name: str, optimize_off: Iterable[SkipEntry] | None) -> dict[str, Any]:
+    """ExecuTorch's portable kernels only (no delegate): ``backend="portable"``."""
+    return {"backend": "portable"}
 
 
 def _onnx_options(class_name: str, optimize_off: Iterable[SkipEntry] | None) -> dict[str, Any]:
@@ -54,6 +60,8 @@ class Backend:
             **options)`` and, when it takes a ``capture`` keyword, ``capture=CaptureResult``.
         options: the backend-specific export options for a model class (recorded in the
             result too, e.g. ``"optimize": False``).
+        default: swept when no backend is named (``--backend all``); a backend that is not
+            is swept only when named, until a full sweep has measured it.
     """
 
     name: str
@@ -62,6 +70,7 @@ class Backend:
     distribution: str
     function: str = "export"
     options: BackendOptions = _no_options
+    default: bool = True
 
     def export_function(self) -> Callable[..., Any]:
         """Import :attr:`module` and return its export function.
@@ -85,11 +94,17 @@ class Backend:
 BACKEND_TABLE: tuple[Backend, ...] = (
     Backend("onnx", "ONNX", "export_onnx", "export-onnx", options=_onnx_options),
     Backend("executorch", "ExecuTorch", "export_executorch", "export-executorch"),
+    Backend("executorch-portable", "ExecuTorch portable", "export_executorch",
+            "export-executorch", options=_portable_options, default=False),
 )
-"""Every backend the sweep knows, in report order."""
+"""Every backend the sweep knows, in report order. ``executorch`` is ExecuTorch with the
+XNNPACK delegate; ``executorch-portable`` the same program on portable kernels only."""
 
-BACKENDS: tuple[str, ...] = tuple(b.name for b in BACKEND_TABLE)
-"""Backend names, in report order."""
+ALL_BACKENDS: tuple[str, ...] = tuple(b.name for b in BACKEND_TABLE)
+"""Every backend name, in report order (``--backend`` accepts each)."""
+
+BACKENDS: tuple[str, ...] = tuple(b.name for b in BACKEND_TABLE if b.default)
+"""The backends swept when none is named (``--backend all``), in report order."""
 
 
 def get_backend(name: str | Backend) -> Backend:

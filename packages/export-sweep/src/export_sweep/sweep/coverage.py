@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from export_sweep.sweep.backends import BACKEND_TABLE, BACKENDS
+from export_sweep.sweep.backends import ALL_BACKENDS, BACKEND_TABLE, BACKENDS
 from export_sweep.sweep.run import totals
 
 __all__ = [
@@ -66,7 +66,7 @@ def _minutes(seconds: float) -> str:
 
 def _backends_of(results: dict[str, Any]) -> list[str]:
     seen = {b for rec in results.values() for b in rec.get("backends", {})}
-    return [b for b in BACKENDS if b in seen] + sorted(seen - set(BACKENDS))
+    return [b for b in ALL_BACKENDS if b in seen] + sorted(seen - set(ALL_BACKENDS))
 
 
 def coverage_markdown(
@@ -214,7 +214,7 @@ def parse_coverage(text: str) -> dict[str, dict[str, str]]:
         raise ValueError("the coverage table is empty")
     head = _split_row(rows[0])
     by_label = {v: k for k, v in _LABEL.items()}
-    cols = {by_label.get(h, h): i for i, h in enumerate(head) if h in by_label or h in BACKENDS}
+    cols = {by_label.get(h, h): i for i, h in enumerate(head) if h in by_label or h in ALL_BACKENDS}
     out: dict[str, dict[str, str]] = {}
     for ln in rows[2:]:
         cells = _split_row(ln)
