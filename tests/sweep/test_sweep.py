@@ -99,6 +99,44 @@ def test_coverage_roundtrip_and_compare() -> None:
     assert tot["vision"]["built"] == 0
 
 
+def _export_validated_once(model, inputs, **kwargs):  # noqa: ANN001, ANN202
+    """An ONNX export whose validation keeps only its own input set (as an ExecuTorch program
+    bounded below the second set's sizes does)."""
+    import export_onnx
+
+    kwargs.pop("validation_inputs", None)
+    return export_onnx.export(model, inputs, **kwargs, validation_inputs=[])
+
+
+def test_an_export_validated_at_one_shape_is_a_failure() -> None:
+    once = replace(get_backend("onnx"), module=__name__, function="_export_validated_once")
+    r = export_backend(TinyLinear(), _linear_inputs(), once)
+    assert r["status"] == "fail" and r["stage"] == "validate", r
+    assert r["validated_shapes"] == 1 and "OneShapeValidation" in r["error"]
+    r = export_backend(TinyLinear(), _linear_inputs(), "onnx")
+    assert r["status"] == "pass" and r["validated_shapes"] == 2
+
+
+def test_fired_workarounds_are_recorded_and_totalled() -> None:
+    class CheckedLinear(TinyLinear):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            torch._check_tensor_all(x.isfinite())
+            return super().forward(x)
+
+    r = export_backend(CheckedLinear(), _linear_inputs(), "onnx")
+    assert r["status"] == "pass", r
+    assert "all_true_as_core_aten" in r["workarounds"]
+    data = _synthetic()
+    data["results"]["bert"]["backends"]["onnx"].update(workarounds=r["workarounds"])
+    md = coverage_markdown(data)
+    section = md.split("## Workarounds", 1)[1].split("\n## ", 1)[0]
+    assert "Counted over the 1 exports recorded" in section
+    assert "| ONNX | `all_true_as_core_aten` | 1 |" in section
+    # registered but seen acting on no export: listed as removal candidates, the fired one not
+    assert "- `aten_sort_stable` (onnx translation)" in section
+    assert "- `all_true_as_core_aten`" not in section
+
+
 def test_missing_backend_is_skipped() -> None:
     missing = replace(get_backend("onnx"), module="no_such_module_xyz")
     r = export_backend(TinyLinear(), _linear_inputs(), missing)

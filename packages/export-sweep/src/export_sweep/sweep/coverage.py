@@ -163,6 +163,7 @@ def coverage_markdown(
         reasons = Counter(_reason_group(r) for r in _failures(results, b))
         for reason, n in _by_count(reasons)[:_TOP_REASONS]:
             lines.append(f"| {_LABEL.get(b, b)} | {n} | {_cell(reason)} |")
+    lines += _workaround_lines(results, backends)
     lines += ["", TABLE_HEADING, ""]
     head = ["model type", "class", "modality"]
     for b in backends:
@@ -184,6 +185,49 @@ def coverage_markdown(
     if missing:
         lines += ["", "## Not yet measured", "", ", ".join(f"`{t}`" for t in sorted(missing))]
     return "\n".join(lines) + "\n"
+
+
+def _registered_workarounds() -> list[Any]:
+    """The registered workarounds of the installed backends (``describe()`` rows); none when
+    export-core cannot load them."""
+    try:
+        from export_core.registry import describe
+
+        return list(describe())
+    except Exception:  # noqa: BLE001 - a document without the section beats no document
+        return []
+
+
+def _workaround_lines(results: dict[str, Any], backends: Sequence[str]) -> list[str]:
+    """The "Workarounds" section: how many model types each workaround acted on per backend,
+    and the registered ones that acted on none (candidates for removal)."""
+    recorded = {b: [r for rec in results.values()
+                    if isinstance(r := rec.get("backends", {}).get(b), dict)
+                    and "workarounds" in r] for b in backends}
+    n_recorded = sum(len(v) for v in recorded.values())
+    lines = ["", "## Workarounds", ""]
+    if not n_recorded:
+        return lines + ["No export recorded which workarounds acted yet."]
+    lines += [
+        f"Counted over the {n_recorded} exports recorded with the workarounds that acted (exports "
+        "measured before the sweep recorded them are not counted): the model types each "
+        "workaround acted on, per backend.",
+        "",
+        "| backend | workaround | model types |",
+        "| --- | --- | --- |",
+    ]
+    fired: set[str] = set()
+    for b in backends:
+        counts = Counter(name for r in recorded[b] for name in r["workarounds"])
+        fired.update(counts)
+        for name, n in _by_count(counts):
+            lines.append(f"| {_LABEL.get(b, b)} | `{name}` | {n} |")
+    unused = [w for w in _registered_workarounds() if w.name not in fired]
+    if unused:
+        lines += ["", f"Registered workarounds that acted on no recorded export ({len(unused)}; "
+                  "candidates for removal once the full sweep has recorded every export):", ""]
+        lines += [f"- `{w.name}` ({w.backend} {w.kind})" for w in unused]
+    return lines
 
 
 def _split_row(line: str) -> list[str]:

@@ -27,11 +27,13 @@ from export_sweep.sweep.checkpoint import JobProgress
 from export_sweep.sweep.skips import SkipEntry, applicable_skip
 
 __all__ = [
+    "MIN_VALIDATED_SHAPES",
     "LoadedModel",
     "SharedCapture",
     "capture_once",
     "export_backend",
     "export_job",
+    "fired_workarounds",
     "load_model",
 ]
 
@@ -159,8 +161,9 @@ def export_backend(
     Returns:
         ``{"status": "pass"|"fail"|"skip"|"xfail"|"xpass", "stage", "error", "seconds"}`` plus
         ``"skip_reason"`` when a skip-list entry applies, the backend's options when it has any
-        (``"optimize": False``), and ``"validated_shapes"`` (input sets compared with eager)
-        when the export returned.
+        (``"optimize": False``), and, when the export returned, ``"validated_shapes"`` (input
+        sets compared with eager; fewer than :data:`MIN_VALIDATED_SHAPES` is a failure) and
+        ``"workarounds"`` (:func:`fired_workarounds`).
     """
     from export_core.errors import ExportError
 
@@ -192,9 +195,14 @@ def export_backend(
             result = export(model, inputs.first, **kwargs)
             report = getattr(result, "report", {}) or {}
             extra["validated_shapes"] = len((report.get("validation") or {}).get("checks") or [])
+            extra["workarounds"] = fired_workarounds(report)
             if report.get("status") in ("failed", "fail", "error"):
                 status, stage = "fail", report.get("stage")
                 error = first_line(str(report.get("error") or report.get("status")))
+            elif extra["validated_shapes"] < MIN_VALIDATED_SHAPES:
+                status, stage = "fail", "validate"
+                error = (f"OneShapeValidation: validated at {extra['validated_shapes']} input "
+                         f"shape(s); a pass needs {MIN_VALIDATED_SHAPES} of different sizes")
             del result
         except ExportError as e:
             status, stage, error = "fail", getattr(e, "stage", "export"), first_line(e)
@@ -206,6 +214,21 @@ def export_backend(
         status = "xpass" if status == "pass" else "xfail"
         extra["skip_reason"] = entry.reason
     return {"status": status, "stage": stage, "error": error, "seconds": seconds, **extra}
+
+
+MIN_VALIDATED_SHAPES = 2
+"""Input shapes an export must match eager at to count as a pass (the export's own and one of
+different sizes); an export validated at fewer is a ``validate`` failure in the sweep."""
+
+
+def fired_workarounds(report: dict[str, Any]) -> list[str]:
+    """The names of the workarounds that acted in one export, sorted: the patches that fired,
+    the FX / IR fixes that changed the program and the ONNX translations used (names as in
+    :func:`export_core.registry.describe`)."""
+    names: set[str] = set((report.get("patches") or {}).get("fired") or ())
+    names.update((report.get("fixes") or {}).get("applied") or ())
+    names.update((report.get("translations") or {}).get("used") or ())
+    return sorted(str(n) for n in names)
 
 
 def _shares_capture(backends: Sequence[str]) -> bool:
