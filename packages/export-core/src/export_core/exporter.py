@@ -418,7 +418,7 @@ class DynamoExporter:
         final_path: Path | None = None
         with ExitStack() as held, quiet_unactionable_warnings():
             try:
-                # ── Artifact stage 1: output directory ──
+                # ── Artifact stage 1: output directory, lock and staging ──
                 if output is not None:
                     with run.stage("output"):
                         out_dir = prepare_output(output)

@@ -226,7 +226,7 @@ class ExecutorchExporter(DynamoExporter):
                 except Exception as e:
                     raise LoweringError(f"to_executorch failed: {first_line(e)}", stage="to_executorch") from e
                 memory = memory_plan(manager)
-                warning = arena_warning(memory["arena_bytes"], report.extra.get("bounds", {}))
+                warning = arena_warning(memory["arena_bytes"], report.extra.get("bounds") or {})
                 if warning:
                     memory["warning"] = warning
                 report.extra["memory"] = memory
