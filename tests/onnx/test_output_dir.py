@@ -177,3 +177,22 @@ def test_a_stale_lock_and_staging_of_a_dead_process_are_taken_over(tmp_path: Pat
     result = export_onnx.export(Affine(), _inputs(), output=tmp_path)
     assert result.report["status"] == "ok"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export_report.json", "model.onnx"]
+
+
+def test_cli_failure_beside_an_earlier_export_says_where_it_is_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "model.onnx").write_bytes(b"the earlier artifact")
+    (out / "export_report.json").write_text(json.dumps({"status": "ok", "files": ["model.onnx"]}))
+    before = _snapshot(out)
+    rc = main([str(tmp_path / "no-such-model"), "-o", str(out), "-q"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(err) == 1, err
+    assert err[0].startswith("export-onnx: error: [load] model directory")
+    assert err[0].endswith(f"(the earlier export in {out} is kept; this failure is recorded in "
+                           f"{out / FAILED_REPORT_NAME})")
+    after = _snapshot(out)
+    assert json.loads(after.pop(FAILED_REPORT_NAME))["stage"] == "load"
+    assert after == before

@@ -485,16 +485,14 @@ class DynamoExporter:
                 report.stage = e.stage
                 report.error = str(e)
                 self._finish_report(run)
-                if out_dir is not None:
-                    record_failure(out_dir, report, self.artifact_patterns)
+                self._record_failure(out_dir, run)
                 raise
             except Exception as e:
                 stage = recorder.current or "export"
                 report.stage = stage
                 report.error = f"[{stage}] {first_line(e)}"
                 self._finish_report(run)
-                if out_dir is not None:
-                    record_failure(out_dir, report, self.artifact_patterns)
+                self._record_failure(out_dir, run)
                 raise ExportError(first_line(e), stage=stage) from e
             # an interrupt (KeyboardInterrupt, SIGTERM) passes both handlers: the staging
             # directory goes, nothing is written and the output directory stays as it was
@@ -509,6 +507,16 @@ class DynamoExporter:
             exported_program=capture.program if capture else None,
             validation=verdict,
         )
+
+    def _record_failure(self, out_dir: Path | None, run: ExportRun) -> None:
+        """Write the failed report into ``out_dir`` (see :func:`export_core.output.record_failure`);
+        a directory that cannot take it is logged, so the export's own error is the one raised."""
+        if out_dir is None:
+            return
+        try:
+            record_failure(out_dir, run.report, self.artifact_patterns)
+        except OSError as e:
+            logger.warning("cannot write the failed report into %s: %s", out_dir, e)
 
     @staticmethod
     def _finish_report(run: ExportRun) -> None:
