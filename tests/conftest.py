@@ -57,8 +57,16 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], 
 
     def make(name: str) -> Path:
         if name not in built:
+            from transformers.utils import logging as hf_logging
+
             path = root / name
-            build_tiny_model(name).save_pretrained(path)
+            bars = hf_logging.is_progress_bar_enabled()
+            hf_logging.disable_progress_bar()  # a test's captured stderr is the command's own
+            try:
+                build_tiny_model(name).save_pretrained(path)
+            finally:
+                if bars:
+                    hf_logging.enable_progress_bar()
             built[name] = path
         return built[name]
 

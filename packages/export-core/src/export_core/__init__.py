@@ -7,7 +7,8 @@ example-input building; validation against eager; and the JSON report. The core 
 backend: backends register themselves (entry-point group ``export_core.backends``).
 """
 
-from . import workarounds as _workarounds  # noqa: F401  (registers the capture-level patches)
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     CaptureError,
     ExportError,
@@ -20,23 +21,6 @@ from .errors import (
     RuntimeLoadError,
     TranslationError,
     ValidationError,
-)
-from .exporter import (
-    CaptureResult,
-    DynamoConfig,
-    DynamoExporter,
-    ExportResult,
-    ExportRun,
-    Lowered,
-    Prepared,
-)
-from .fixes import (
-    FixContext,
-    FixesApplied,
-    FixResult,
-    apply_fx_node_fixes,
-    apply_fx_program_fixes,
-    apply_program_fixes,
 )
 from .patching import EXPORT_LOCK, PatchSession, apply_patches
 from .registry import (
@@ -51,6 +35,52 @@ from .registry import (
     workaround_table,
 )
 from .stages import Stage, StagePlan
+
+if TYPE_CHECKING:  # imported on first use (PEP 562): ``import export_core`` does not load torch
+    from .exporter import (
+        CaptureResult,
+        DynamoConfig,
+        DynamoExporter,
+        ExportResult,
+        ExportRun,
+        Lowered,
+        Prepared,
+    )
+    from .fixes import (
+        FixContext,
+        FixesApplied,
+        FixResult,
+        apply_fx_node_fixes,
+        apply_fx_program_fixes,
+        apply_program_fixes,
+    )
+
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("CaptureResult", "DynamoConfig", "DynamoExporter", "ExportResult",
+                     "ExportRun", "Lowered", "Prepared"), ".exporter"),
+    **dict.fromkeys(("FixContext", "FixesApplied", "FixResult", "apply_fx_node_fixes",
+                     "apply_fx_program_fixes", "apply_program_fixes"), ".fixes"),
+}
+"""Names whose modules import torch, imported on first access so that the command-line tools
+answer ``--help`` and usage errors without loading torch."""
+
+
+def __getattr__(name: str) -> Any:
+    """Import the torch-dependent names of :data:`_LAZY` on first access (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    importlib.import_module(".workarounds", __name__)  # registers the capture-level patches
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

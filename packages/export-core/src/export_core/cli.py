@@ -1,7 +1,11 @@
 """The command-line flow shared by ``export-onnx`` and ``export-executorch``.
 
 Each backend's ``cli`` module builds an ``argparse`` parser with :func:`base_parser`, adds its own
-options, and calls :func:`run_export` with a function that makes its exporter.
+options, and calls :func:`main_flow` with a function that makes its exporter.
+
+Nothing here imports torch at module level: ``--help``, usage errors and refused model
+arguments answer in well under a second, and SIGINT / SIGTERM are handled from the first line
+of :func:`main_flow` (:mod:`export_core.interrupts`).
 """
 
 from __future__ import annotations
@@ -9,23 +13,31 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .errors import ExportError, LoadError
-from .exporter import DynamoExporter, ExportResult, prepare_output
-from .inputs import build_input_sets
-from .loading import load_model_dir
-from .progress import RichStageListener
+from .interrupts import handle_signals
+from .output import lock_output, prepare_output, record_failure
 from .report import ExportReport, package_versions
-from .stages import StageRecorder
 from .tasks import TASKS
 
-__all__ = ["DEMO_PACKAGE", "WORKAROUNDS_COMMAND", "base_parser", "demo_model_dir", "run_export",
-           "workarounds_command"]
+if TYPE_CHECKING:
+    from .exporter import DynamoExporter
+    from .progress import RichStageListener
+    from .stages import StageRecorder
+
+__all__ = ["DEMO_PACKAGE", "HUB_ID_MESSAGE", "WORKAROUNDS_COMMAND", "base_parser", "check_model_arg",
+           "demo_model_dir", "main_flow", "run_export", "workarounds_command"]
+
+HUB_ID_MESSAGE = "hub ids are not supported here; pass a directory written by save_pretrained"
+"""The error for a MODEL that is no directory but reads like a Hugging Face Hub id."""
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 
 WORKAROUNDS_COMMAND = "workarounds"
 """``<prog> workarounds`` prints the backend's registered workarounds instead of exporting (a
@@ -65,10 +77,14 @@ def base_parser(prog: str, description: str, artifact: str) -> argparse.Argument
                    "(default: exported/<model name>)")
     p.add_argument("--task", metavar="T",
                    help=f"pipeline task, one of {', '.join(sorted(TASKS))} (default: inferred from the config)")
-    p.add_argument("--static", action="store_true", help="export with static shapes")
+    p.add_argument("--static", action="store_true",
+                   help="export with static shapes: the artifact accepts the example shapes "
+                   "only; it is validated there on two sets of input values and reports no bounds")
     p.add_argument("--no-validate", dest="validate", action="store_false",
-                   help="skip the comparison with eager PyTorch")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+                   help="skip the comparison with eager PyTorch (the report says "
+                   "validation: skipped)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print only warnings and errors")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     return p
 
@@ -92,21 +108,101 @@ def workarounds_command(argv: Sequence[str], prog: str, backend: str) -> int | N
     return 1 if errors else 0
 
 
-def _quiet_libraries(verbose: bool, loggers: Sequence[str]) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.ERROR, format="%(name)s: %(message)s")
+def check_model_arg(model: str) -> Path:
+    """MODEL as a path, refused at once when it does not exist and reads like a Hub id
+    (``bert-base-uncased``, ``org/name``): this tool never downloads.
+
+    Raises:
+        LoadError: (stage ``load``) :data:`HUB_ID_MESSAGE`.
+    """
+    path = Path(model)
+    if not path.exists() and _HUB_ID.match(model):
+        raise LoadError(f"MODEL {model!r} is not a directory; {HUB_ID_MESSAGE}")
+    return path
+
+
+@contextmanager
+def _quiet_libraries(verbose: bool, loggers: Sequence[str]) -> Iterator[None]:
+    """Within the block, the libraries' own loggers print errors only (unless ``verbose``);
+    their levels and transformers' verbosity are restored afterwards. Warnings are not filtered
+    here: the exporter hides the ones a user cannot act on
+    (:mod:`export_core.warning_filters`)."""
+    os.environ.setdefault("TORCH_LOGS", "-all")
+    names = ("torch", "torch.export", "transformers", *loggers)
+    saved = {name: logging.getLogger(name).level for name in names}
+    hf_logging: Any = None
+    hf_level: int | None = None
+    hf_bar = True
     if not verbose:
-        warnings.filterwarnings("ignore")
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        os.environ.setdefault("TORCH_LOGS", "-all")
-        for name in ("torch", "torch.export", "transformers", *loggers):
+        for name in names:
             logging.getLogger(name).setLevel(logging.ERROR)
         try:
             from transformers.utils import logging as hf_logging
 
+            hf_level = hf_logging.get_verbosity()
+            hf_bar = hf_logging.is_progress_bar_enabled()
             hf_logging.set_verbosity_error()
             hf_logging.disable_progress_bar()
         except ImportError:  # pragma: no cover - transformers is an extra
-            pass
+            hf_logging = None
+    else:
+        logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(message)s")
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+        if hf_logging is not None and hf_level is not None:
+            hf_logging.set_verbosity(hf_level)
+            if hf_bar:
+                hf_logging.enable_progress_bar()
+
+
+def main_flow(
+    argv: Sequence[str] | None,
+    *,
+    prog: str,
+    backend: str,
+    build_parser: Callable[[], argparse.ArgumentParser],
+    make_exporter: Callable[..., DynamoExporter],
+    artifact_patterns: Sequence[str],
+    version_packages: Sequence[str] = (),
+    quiet_loggers: Sequence[str] = (),
+) -> int:
+    """The body of a backend's ``main``: signals first, then the ``workarounds`` command or the
+    parsed options and :func:`run_export`.
+
+    SIGINT and SIGTERM at any moment end the command with one line on stderr and exit code 130
+    or 143 (``128 + signal``); the output directory is left as it was (see
+    :mod:`export_core.output`).
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+        prog: the command's name, for messages.
+        backend: the registry key whose workarounds ``<prog> workarounds`` lists.
+        build_parser: makes the backend's parser (parsing imports nothing heavy).
+        make_exporter, artifact_patterns, version_packages, quiet_loggers: see
+            :func:`run_export`.
+
+    Returns:
+        The exit code.
+    """
+    from .interrupts import Interrupted
+
+    with handle_signals():
+        try:
+            args_list = list(sys.argv[1:] if argv is None else argv)
+            listed = workarounds_command(args_list, prog, backend)
+            if listed is not None:
+                return listed
+            args = build_parser().parse_args(args_list)
+            return run_export(args, prog=prog, make_exporter=make_exporter,
+                              artifact_patterns=artifact_patterns,
+                              version_packages=version_packages, quiet_loggers=quiet_loggers)
+        except KeyboardInterrupt as e:
+            name = e.signal_name if isinstance(e, Interrupted) else "SIGINT"
+            print(f"{prog}: interrupted by {name}", file=sys.stderr)
+            return e.exit_code if isinstance(e, Interrupted) else 130
 
 
 def run_export(
@@ -114,65 +210,101 @@ def run_export(
     *,
     prog: str,
     make_exporter: Callable[..., DynamoExporter],
+    artifact_patterns: Sequence[str] = (),
     version_packages: Sequence[str] = (),
     quiet_loggers: Sequence[str] = (),
 ) -> int:
     """Load MODEL, build its inputs, export, validate, report; returns the exit code.
+
+    MODEL and OUT are checked, and OUT locked, before torch is imported.
 
     Args:
         args: the parsed options of :func:`base_parser` plus the backend's own.
         prog: the command's name, for messages.
         make_exporter: ``make_exporter(args, listener, **config_fields)`` returns the backend's
             exporter; ``config_fields`` are the options every config has (``dynamic``).
+        artifact_patterns: glob patterns of the backend's artifact files (for a failure before
+            the exporter exists; see :func:`export_core.output.record_failure`).
         version_packages: packages whose versions a failure report records.
         quiet_loggers: the backend's library loggers to silence unless ``--verbose``.
 
-    Exit codes: 0 export and validation passed; 1 export failed (one line on stderr naming the
-    stage); 2 bad usage (argparse); 130 interrupted.
+    Exit codes: 0 export and validation passed (or validation skipped with ``--no-validate``);
+    1 export failed (one line on stderr naming the stage); 2 bad usage (argparse); 130 / 143
+    interrupted by SIGINT / SIGTERM (see :func:`main_flow`).
     """
-    _quiet_libraries(args.verbose, quiet_loggers)
+    from .loading import check_model_dir
+    from .output import FAILED_REPORT_NAME, earlier_export
+    from .progress import RichStageListener
+
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     listener = RichStageListener(quiet=args.quiet)
     out_dir: Path | None = None
+    recorded = False  # the failure is in a report (the exporter's own, or the load failure's)
     try:
-        model_dir = Path(args.model) if args.model else demo_model_dir()
+        model_dir = check_model_arg(args.model) if args.model else demo_model_dir()
         out_dir = Path(args.output) if args.output else Path("exported") / (
             "all-MiniLM-L6-v2" if not args.model else model_dir.resolve().name
         )
         listener.info(f"[bold]{prog}[/]: {model_dir}")
         prepare_output(out_dir)
-        exporter = make_exporter(args, listener, dynamic=not args.static)
-        recorder = StageRecorder(exporter.stages, listener)
-        # ── CLI stage 1: load the model directory ──
-        with _cli_stage(recorder, "load"):
-            loaded = load_model_dir(model_dir, args.task)
-        # ── CLI stage 2: build example inputs ──
-        with _cli_stage(recorder, "inputs"):
-            sets = build_input_sets(loaded.model, loaded.config, loaded.task.modality, loaded.tokenizer)
-        exporter = exporter.configured(constant_kwargs=dict(loaded.task.constant_kwargs))
-        result: ExportResult = exporter.export(
-            loaded.model,
-            sets.export,
-            output=out_dir,
-            validate=args.validate,
-            validation_inputs=sets.validation,
-            task=loaded.task.name,
-        )
+        with lock_output(out_dir):
+            try:
+                check_model_dir(model_dir)
+                with _quiet_libraries(args.verbose, quiet_loggers):
+                    result = _export(args, model_dir, out_dir, listener, make_exporter)
+            except ExportError as e:
+                if isinstance(e, LoadError) or e.stage in ("load", "inputs", "task"):
+                    report = ExportReport(task=args.task, stage=e.stage, error=str(e),
+                                          versions=package_versions(*version_packages))
+                    record_failure(out_dir, report, artifact_patterns)
+                recorded = True
+                raise
     except ExportError as e:
-        if isinstance(e, LoadError) or e.stage in ("load", "inputs", "task"):
-            _write_failed_report(out_dir, e, args, version_packages)
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        kept = ""
+        if recorded and out_dir is not None and earlier_export(out_dir) is not None:
+            kept = (f" (the earlier export in {out_dir} is kept; this failure is recorded in "
+                    f"{out_dir / FAILED_REPORT_NAME})")
+        print(f"{prog}: error: {e}{kept}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
     v = result.validation
-    if v is not None:
+    if v is None:
+        listener.warning(f"{prog}: validation skipped (--no-validate): the artifact was not "
+                         "compared with eager PyTorch")
+    elif v.static:
+        listener.info(f"validated at the static input shapes on {len(v.checks)} sets of input "
+                      f"values: max |diff| {max(c.max_abs for c in v.checks):.2e}")
+    else:
         listener.info(
             f"validated at {len(v.checks)} input shapes: max |diff| {max(c.max_abs for c in v.checks):.2e}"
         )
     listener.info(f"wrote {result.path} and {out_dir / 'export_report.json'}")
     return 0
+
+
+def _export(args: argparse.Namespace, model_dir: Path, out_dir: Path,
+            listener: RichStageListener, make_exporter: Callable[..., DynamoExporter]) -> Any:
+    """The heavy part of :func:`run_export`: torch is imported here."""
+    from .inputs import build_input_sets
+    from .loading import load_model_dir
+    from .stages import StageRecorder
+
+    exporter = make_exporter(args, listener, dynamic=not args.static)
+    recorder = StageRecorder(exporter.stages, listener)
+    # ── CLI stage 1: load the model directory ──
+    with _cli_stage(recorder, "load"):
+        loaded = load_model_dir(model_dir, args.task)
+    # ── CLI stage 2: build example inputs ──
+    with _cli_stage(recorder, "inputs"):
+        sets = build_input_sets(loaded.model, loaded.config, loaded.task.modality, loaded.tokenizer)
+    exporter = exporter.configured(constant_kwargs=dict(loaded.task.constant_kwargs))
+    return exporter.export(
+        loaded.model,
+        sets.export,
+        output=out_dir,
+        validate=args.validate,
+        validation_inputs=sets.validation,
+        task=loaded.task.name,
+    )
 
 
 @contextmanager
@@ -185,15 +317,3 @@ def _cli_stage(recorder: StageRecorder, name: str) -> Iterator[None]:
             raise
         except Exception as e:
             raise ExportError(f"{type(e).__name__}: {e}", stage=name) from e
-
-
-def _write_failed_report(out_dir: Path | None, error: ExportError, args: argparse.Namespace,
-                         version_packages: Sequence[str]) -> None:
-    if out_dir is None:
-        return
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        ExportReport(task=args.task, stage=error.stage, error=str(error),
-                     versions=package_versions(*version_packages)).write(out_dir)
-    except OSError:
-        pass

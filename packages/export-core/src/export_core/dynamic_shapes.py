@@ -12,7 +12,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import Dim
 
-__all__ = ["auto_dynamic_shapes", "specialised_dims", "resized_inputs", "DIM_AUTO"]
+__all__ = ["auto_dynamic_shapes", "specialised_dims", "resized_inputs", "revalued_inputs", "DIM_AUTO"]
 
 DIM_AUTO = Dim.AUTO
 
@@ -125,13 +125,33 @@ def resized_inputs(
         for node, i in zip(user, tensor_pos):
             val, ex = node.meta.get("val"), flat[i]
             shape = [_size_of(s, d, sizes) for s, d in zip(val.shape, ex.shape)]
-            if ex.dtype == torch.bool:
-                new_flat[i] = torch.rand(shape, generator=g) > 0.5
-            elif ex.dtype.is_floating_point or ex.dtype.is_complex:
-                new_flat[i] = torch.randn(shape, generator=g).to(ex.dtype)
-            else:
-                lo_v = int(ex.min()) if ex.numel() else 0
-                hi_v = int(ex.max()) if ex.numel() else 1
-                new_flat[i] = torch.randint(lo_v, hi_v + 1, shape, generator=g, dtype=ex.dtype)
+            new_flat[i] = _draw_like(ex, shape, g)
         out.append(pytree.tree_unflatten(new_flat, spec))
     return out
+
+
+def _draw_like(example: torch.Tensor, shape: list[int], g: torch.Generator) -> torch.Tensor:
+    """New values of ``example``'s dtype: normal floats, integers within the example's value
+    range, uniform bools."""
+    if example.dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if example.dtype.is_floating_point or example.dtype.is_complex:
+        return torch.randn(shape, generator=g).to(example.dtype)
+    lo_v = int(example.min()) if example.numel() else 0
+    hi_v = int(example.max()) if example.numel() else 1
+    return torch.randint(lo_v, hi_v + 1, shape, generator=g, dtype=example.dtype)
+
+
+def revalued_inputs(
+    inputs: dict[str, Any] | tuple[Any, ...], *, seed: int = 1
+) -> dict[str, Any] | tuple[Any, ...]:
+    """An input set with the shapes of ``inputs`` and other values, to validate a static export
+    at its own shapes on a second set of values.
+
+    Float leaves are drawn from a normal distribution, integer leaves within the example's value
+    range (an all-ones attention mask stays all ones), bool leaves uniformly.
+    """
+    flat, spec = pytree.tree_flatten(inputs)
+    g = torch.Generator().manual_seed(seed)
+    new_flat = [_draw_like(x, list(x.shape), g) if isinstance(x, torch.Tensor) else x for x in flat]
+    return pytree.tree_unflatten(new_flat, spec)

@@ -13,8 +13,6 @@ import copy
 import inspect
 import logging
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
@@ -25,17 +23,20 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from .dynamic_shapes import auto_dynamic_shapes, resized_inputs
+from . import workarounds as _workarounds  # noqa: F401  (registers the capture-level patches)
+from .dynamic_shapes import auto_dynamic_shapes, resized_inputs, revalued_inputs
 from .errors import CaptureError, ExportError, InputError, OutputError, ValidationError
 from .fixes import apply_fx_node_fixes
 from .naming import leaf_names
+from .output import commit_export, lock_output, prepare_output, record_failure, staging_directory
 from .patching import EXPORT_LOCK, PatchSession, apply_patches
 from .pytree import register_pytree_nodes
 from .registry import DYNAMO_PLAN
 from .report import ExportReport, package_versions
 from .stages import StageListener, StagePlan, StageRecorder
-from .validation import ValidationResult
+from .validation import ValidationResult, skipped_validation
 from .validation import validate as _validate
+from .warning_filters import quiet_unactionable_warnings
 
 __all__ = [
     "DynamoConfig",
@@ -45,10 +46,7 @@ __all__ = [
     "ExportRun",
     "Lowered",
     "Prepared",
-    "StagedFile",
-    "finalize",
     "flat_feed",
-    "prepare_output",
     "SignatureAdapter",
     "first_line",
     "STATEFUL_CACHE_ATTRS",
@@ -349,6 +347,9 @@ class DynamoExporter:
     """The ordered stages an export runs."""
     version_packages: tuple[str, ...] = ()
     """Extra packages whose versions go in the report."""
+    artifact_patterns: tuple[str, ...] = ("model.pt2",)
+    """Glob patterns of the files this exporter writes into an output directory; a failed export
+    removes them when no successful export's report vouches for them (:mod:`export_core.output`)."""
 
     def __init__(self, config: DynamoConfig | None = None, *, listener: StageListener | None = None):
         self.config = config or DynamoConfig()
@@ -377,22 +378,25 @@ class DynamoExporter:
     ) -> ExportResult:
         """Capture, lower, save, load and validate; write the report.
 
-        Stages run in the order of :attr:`stages`: ``output`` (directory checks), the backend's
-        preparation, the capture stages (skipped when ``capture`` is given), the backend's
-        stages (:meth:`lower`), ``save`` (to temporary files beside the final ones),
-        ``runtime`` (load the artifact), ``validate`` (compare with eager at the export shapes
-        and at ``validation_inputs``, or at shapes derived from the dynamic axes), then the
-        temporary files are renamed into place. On failure no artifact is left behind, every
-        patch is restored, and the report (``status: failed``, the stage, the error) is still
-        written.
+        Stages run in the order of :attr:`stages`: ``output`` (directory checks, the output
+        lock, a fresh staging directory), the backend's preparation, the capture stages (skipped
+        when ``capture`` is given), the backend's stages (:meth:`lower`), ``save`` (into the
+        staging directory), ``runtime`` (load the artifact from there), ``validate`` (compare
+        with eager at the export shapes and at ``validation_inputs``, or at shapes derived from
+        the dynamic axes; a static export at its own shapes on a second set of input values),
+        then the files and the report are moved into ``output`` (:func:`export_core.output.commit_export`).
+        On failure every patch is restored, an earlier successful export in ``output`` is left
+        as it was and the failed report is written by :func:`export_core.output.record_failure`;
+        on an interrupt (``KeyboardInterrupt``, SIGTERM) nothing in ``output`` changes.
 
         Args:
             model: any ``torch.nn.Module``.
             inputs: ``forward`` keyword arguments (dict) or positional arguments (tuple).
             output: directory for the artifact and ``export_report.json``; ``None`` keeps
                 everything in memory.
-            validate: compare with eager PyTorch.
-            validation_inputs: further input sets at other shapes.
+            validate: compare with eager PyTorch (``False``: the report's validation is
+                ``{"status": "skipped", "passed": null}``).
+            validation_inputs: further input sets at other shapes (ignored by a static export).
             task: recorded in the report.
             capture: a capture of ``model`` on ``inputs`` made earlier (by :meth:`capture`,
                 with the same dynamic-shape options): its program is copied and lowered, so
@@ -404,94 +408,104 @@ class DynamoExporter:
         Raises:
             ExportError: a subclass naming the failed stage (``CaptureError``,
                 ``TranslationError``, ``LoweringError``, ``RuntimeLoadError``,
-                ``ValidationError``, ``OutputError``, ...).
+                ``ValidationError``, ``OutputError`` (also: another export holds ``output``),
+                ...).
         """
         run = self.new_run(task)
         run.shared_capture = capture is not None
         report, recorder = run.report, run.recorder
         out_dir: Path | None = None
-        staged: list[StagedFile] = []
+        staging: Path | None = None
+        saved: list[Path] = []
         lowered: Lowered | None = None
         verdict: ValidationResult | None = None
         final_path: Path | None = None
-        try:
-            # ── Artifact stage 1: output directory ──
-            if output is not None:
-                with run.stage("output"):
-                    out_dir = prepare_output(output)
-            was_training = model.training
-            model.eval()
+        with ExitStack() as held, quiet_unactionable_warnings():
             try:
-                with EXPORT_LOCK:
-                    prepared = self.prepare(model, inputs, run)
-                    if capture is None:
-                        capture = self.capture(prepared.model, prepared.inputs, run=run)
-                    else:
-                        capture = capture.fork()
-                        run.session.merge(capture.patches)
-                    report.inputs, report.outputs = capture.input_names, capture.output_names
-                    report.extra["capture_strategy"] = capture.strategy
-                    lowered = self.lower(capture, prepared, run)
-                    report.fixes["applied"] = list(dict.fromkeys(
-                        [*capture.fixes, *report.fixes.get("applied", [])]))
-            finally:
-                model.train(was_training)
-            # ── Artifact stage 2: save under temporary names ──
-            if out_dir is not None:
-                with run.stage("save"):
-                    try:
-                        staged = self.save(lowered, out_dir, run)
-                    except ExportError:
-                        raise
-                    except OSError as e:
-                        raise OutputError(f"cannot write the artifact into {out_dir}: {e}") from e
-            # ── Artifact stage 3: load in the runtime ──
-            with run.stage("runtime"):
-                runner = self.runner(lowered, staged, capture)
-            # ── Artifact stage 4: compare with eager ──
-            if validate:
-                # the eager reference runs under the lock too: a torch.export trace in another
-                # thread patches global torch state (Module.__call__, the fake mode)
-                with EXPORT_LOCK, run.stage("validate"):
-                    extra = (validation_inputs if validation_inputs is not None
-                             else resized_inputs(capture.program, inputs))
-                    sets = [inputs, *self.admissible_validation_sets(capture, lowered, inputs, extra, run)]
-                    # eager reference: the traced module (the model behind its signature adapter,
-                    # with the constant kwargs), so both sides compute the same outputs
-                    verdict = _validate(runner, capture.module, sets, capture.output_names,
-                                        atol=lowered.atol, rtol=lowered.rtol)
-                    report.validation = verdict.as_dict()
-                    if len(verdict.checks) < 2:
-                        logger.warning("validated at %d input shape(s) only", len(verdict.checks))
-                    if not verdict.passed:
-                        raise ValidationError(
-                            f"artifact differs from eager: {verdict.first_problem()}"
-                        )
-            if staged:
-                final_path = finalize(staged)
-                staged = []
-            report.status, report.stage = "ok", None
-        except ExportError as e:
-            if e.stage is None:
-                e.stage = recorder.current or "export"
-            report.stage = e.stage
-            report.error = str(e)
-            raise
-        except Exception as e:
-            stage = recorder.current or "export"
-            report.stage = stage
-            report.error = f"[{stage}] {first_line(e)}"
-            raise ExportError(first_line(e), stage=stage) from e
-        finally:
-            for f in staged:
-                _remove(f.tmp)
-            report.stages = recorder.as_list()
-            report.patches = {"installed": list(run.session.installed),
-                              "fired": list(run.session.fired)}
-            if run.session.skipped:
-                report.extra.setdefault("patches_skipped", dict(run.session.skipped))
-            if out_dir is not None:
-                report.write(out_dir)
+                # ── Artifact stage 1: output directory, lock and staging ──
+                if output is not None:
+                    with run.stage("output"):
+                        out_dir = prepare_output(output)
+                        held.enter_context(lock_output(out_dir))
+                        staging = held.enter_context(staging_directory(out_dir))
+                was_training = model.training
+                model.eval()
+                try:
+                    with EXPORT_LOCK:
+                        prepared = self.prepare(model, inputs, run)
+                        if capture is None:
+                            capture = self.capture(prepared.model, prepared.inputs, run=run)
+                        else:
+                            capture = capture.fork()
+                            run.session.merge(capture.patches)
+                        report.inputs, report.outputs = capture.input_names, capture.output_names
+                        report.extra["capture_strategy"] = capture.strategy
+                        lowered = self.lower(capture, prepared, run)
+                        report.fixes["applied"] = list(dict.fromkeys(
+                            [*capture.fixes, *report.fixes.get("applied", [])]))
+                finally:
+                    model.train(was_training)
+                # ── Artifact stage 2: save into the staging directory ──
+                if staging is not None:
+                    with run.stage("save"):
+                        try:
+                            saved = self.save(lowered, staging, run)
+                        except ExportError:
+                            raise
+                        except OSError as e:
+                            raise OutputError(f"cannot write the artifact into {staging}: {e}") from e
+                # ── Artifact stage 3: load in the runtime ──
+                with run.stage("runtime"):
+                    runner = self.runner(lowered, saved, capture)
+                # ── Artifact stage 4: compare with eager ──
+                if validate:
+                    # the eager reference runs under the lock too: a torch.export trace in another
+                    # thread patches global torch state (Module.__call__, the fake mode)
+                    with EXPORT_LOCK, run.stage("validate"):
+                        static = self.config.is_static
+                        if static:
+                            # a static artifact accepts its own shapes only: other values there
+                            extra = [revalued_inputs(inputs)]
+                        elif validation_inputs is not None:
+                            extra = list(validation_inputs)
+                        else:
+                            extra = resized_inputs(capture.program, inputs)
+                        sets = [inputs, *self.admissible_validation_sets(capture, lowered, inputs, extra, run)]
+                        # eager reference: the traced module (the model behind its signature
+                        # adapter, with the constant kwargs), so both sides compute the same outputs
+                        verdict = _validate(runner, capture.module, sets, capture.output_names,
+                                            atol=lowered.atol, rtol=lowered.rtol, static=static)
+                        report.validation = verdict.as_dict()
+                        if len(verdict.checks) < 2:
+                            logger.warning("validated at %d input set(s) only", len(verdict.checks))
+                        if not verdict.passed:
+                            raise ValidationError(
+                                f"artifact differs from eager: {verdict.first_problem()}"
+                            )
+                else:
+                    report.validation = skipped_validation()
+                report.status, report.stage = "ok", None
+            except ExportError as e:
+                if e.stage is None:
+                    e.stage = recorder.current or "export"
+                report.stage = e.stage
+                report.error = str(e)
+                self._finish_report(run)
+                self._record_failure(out_dir, run)
+                raise
+            except Exception as e:
+                stage = recorder.current or "export"
+                report.stage = stage
+                report.error = f"[{stage}] {first_line(e)}"
+                self._finish_report(run)
+                self._record_failure(out_dir, run)
+                raise ExportError(first_line(e), stage=stage) from e
+            # an interrupt (KeyboardInterrupt, SIGTERM) passes both handlers: the staging
+            # directory goes, nothing is written and the output directory stays as it was
+            self._finish_report(run)
+            if out_dir is not None and staging is not None:
+                final_path = commit_export(staging, out_dir, [p.name for p in saved], report,
+                                           self.artifact_patterns)[0]
         return ExportResult(
             path=final_path,
             report=report.as_dict(),
@@ -499,6 +513,26 @@ class DynamoExporter:
             exported_program=capture.program if capture else None,
             validation=verdict,
         )
+
+    def _record_failure(self, out_dir: Path | None, run: ExportRun) -> None:
+        """Write the failed report into ``out_dir`` (see :func:`export_core.output.record_failure`);
+        a directory that cannot take it is logged, so the export's own error is the one raised."""
+        if out_dir is None:
+            return
+        try:
+            record_failure(out_dir, run.report, self.artifact_patterns)
+        except OSError as e:
+            logger.warning("cannot write the failed report into %s: %s", out_dir, e)
+
+    @staticmethod
+    def _finish_report(run: ExportRun) -> None:
+        """Copy the stage timings and the patch activity into the report."""
+        report = run.report
+        report.stages = run.recorder.as_list()
+        report.patches = {"installed": list(run.session.installed),
+                          "fired": list(run.session.fired)}
+        if run.session.skipped:
+            report.extra.setdefault("patches_skipped", dict(run.session.skipped))
 
     # Backend hooks ------------------------------------------------------------------------------
 
@@ -526,16 +560,18 @@ class DynamoExporter:
         others and says so in ``run.report``."""
         return list(sets)
 
-    def save(self, lowered: Lowered, out_dir: Path, run: ExportRun) -> list[StagedFile]:
-        """Write the program to temporary files in ``out_dir``; the first is the artifact.
-        Base: ``torch.export.save`` to ``model.pt2``."""
-        staged = StagedFile.beside(out_dir / "model.pt2")
-        torch.export.save(lowered.program, staged.tmp)
-        return [staged]
+    def save(self, lowered: Lowered, staging: Path, run: ExportRun) -> list[Path]:
+        """Write the program into the empty directory ``staging`` under its final file names;
+        returns the files written, the artifact first (they are moved into the output directory
+        once validated). Base: ``torch.export.save`` to ``model.pt2``."""
+        path = staging / "model.pt2"
+        torch.export.save(lowered.program, path)
+        return [path]
 
-    def runner(self, lowered: Lowered, staged: Sequence[StagedFile], capture: CaptureResult):
+    def runner(self, lowered: Lowered, saved: Sequence[Path], capture: CaptureResult):
         """A callable running the artifact on one input set, returning its output leaves.
-        Base: the ``ExportedProgram``'s module."""
+        ``saved`` are the files :meth:`save` wrote (empty for an in-memory export). Base: the
+        ``ExportedProgram``'s module."""
         module = lowered.program.module()
 
         def run(inputs: dict[str, Any] | tuple[Any, ...]) -> list[Any]:
@@ -646,26 +682,6 @@ class DynamoExporter:
         )
 
 
-@dataclass(frozen=True)
-class StagedFile:
-    """An artifact file written under a temporary name, renamed to ``final`` once validated."""
-
-    tmp: Path
-    final: Path
-
-    @classmethod
-    def beside(cls, final: Path) -> StagedFile:
-        """A temporary name in ``final``'s directory (hidden, unique to this process)."""
-        return cls(final.with_name(f".{final.stem}.{os.getpid()}.{id(final):x}.tmp{final.suffix}"), final)
-
-
-def finalize(staged: Sequence[StagedFile]) -> Path:
-    """Rename every staged file to its final name (atomic per file); returns the first."""
-    for f in staged:
-        os.replace(f.tmp, f.final)
-    return staged[0].final
-
-
 @dataclass
 class ExportResult:
     """What one :meth:`DynamoExporter.export` produced.
@@ -686,34 +702,9 @@ class ExportResult:
     validation: ValidationResult | None = None
 
 
-def prepare_output(output: str | os.PathLike[str]) -> Path:
-    """Create ``output`` (with parents) and check a file can be written in it.
-
-    Raises:
-        OutputError: (stage ``output``) the directory cannot be created or written.
-    """
-    out = Path(output)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=out, prefix=".write-probe-", delete=True)
-        probe.close()
-    except OSError as e:
-        raise OutputError(
-            f"output directory {out} is not writable: {e.strerror or e}", stage="output"
-        ) from e
-    return out
-
-
 def flat_feed(inputs: dict[str, Any] | tuple[Any, ...], order: Sequence[str]) -> list[Any]:
     """The tensor leaves of one input set in artifact input order (``order``: the keys of the
     export input dict, in the order they were traced)."""
     if isinstance(inputs, dict):
         return [leaf for k in order for leaf in pytree.tree_leaves(inputs[k])]
     return list(pytree.tree_leaves(inputs))
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)

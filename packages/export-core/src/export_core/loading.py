@@ -12,7 +12,7 @@ from typing import Any
 from .errors import LoadError
 from .tasks import TaskSpec, infer_task, task_spec
 
-__all__ = ["LoadedModel", "load_model_dir", "WEIGHT_FILES"]
+__all__ = ["LoadedModel", "check_model_dir", "load_model_dir", "WEIGHT_FILES"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,13 @@ class LoadedModel:
     tokenizer: Any = None
 
 
-def _check_dir(path: Path) -> None:
+def check_model_dir(path: Path) -> None:
+    """Check ``path`` looks like a ``save_pretrained`` directory (exists, readable, a valid
+    ``config.json``, a weights file) without importing torch or transformers.
+
+    Raises:
+        LoadError: what is missing or unreadable, and what to pass instead.
+    """
     if not path.exists():
         raise LoadError(f"model directory {path} does not exist; pass a directory written by save_pretrained")
     if not path.is_dir():
@@ -76,14 +82,14 @@ def load_model_dir(path: str | os.PathLike[str], task: str | None = None) -> Loa
             weights, or a config ``transformers`` does not know.
         InputError: unknown task (stage ``load``).
     """
+    path = Path(path)
+    check_model_dir(path)
     try:
         import transformers
         from transformers import AutoConfig
     except ImportError as e:  # pragma: no cover - transformers is an extra
         raise LoadError("loading a model directory needs transformers: pip install 'export-core[transformers]'") from e
 
-    path = Path(path)
-    _check_dir(path)
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
     except Exception as e:

@@ -41,5 +41,10 @@ class RichStageListener:
         )
 
     def info(self, message: str) -> None:
+        """Print a progress message (not with ``quiet``)."""
         if not self.quiet:
             self.console.print(message, soft_wrap=True)
+
+    def warning(self, message: str) -> None:
+        """Print a message the user should read, also with ``quiet`` (one line, no markup)."""
+        self.console.print(message, soft_wrap=True, markup=False, highlight=False)

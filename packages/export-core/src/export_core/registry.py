@@ -481,6 +481,7 @@ def load_backends() -> dict[str, str]:
     """
     from importlib.metadata import entry_points
 
+    importlib.import_module(f"{__package__}.workarounds")  # the core's capture-level patches
     with _LOCK:
         if not _TABLES.loaded:
             for ep in entry_points(group=BACKEND_ENTRY_POINTS):

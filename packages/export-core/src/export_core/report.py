@@ -73,15 +73,17 @@ class ExportReport:
             "stages": self.stages,
             "patches": self.patches,
             "fixes": self.fixes,
-            "validation": self.validation if self.validation is not None else {"passed": False, "checks": []},
+            "validation": self.validation if self.validation is not None else {
+                "status": "not_run", "passed": False, "checks": []},
             "versions": self.versions,
             "error": self.error,
         }
         d.update(self.extra)
         return d
 
-    def write(self, directory: Path) -> Path:
-        """Write ``export_report.json`` into ``directory`` atomically; returns its path."""
-        path = Path(directory) / REPORT_NAME
+    def write(self, directory: Path, name: str = REPORT_NAME) -> Path:
+        """Write the report as ``name`` (``export_report.json``) into ``directory`` atomically;
+        returns its path."""
+        path = Path(directory) / name
         atomic_write_bytes(path, (json.dumps(self.as_dict(), indent=2, default=str) + "\n").encode())
         return path

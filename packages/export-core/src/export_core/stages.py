@@ -103,8 +103,8 @@ CAPTURE_STAGES: tuple[Stage, ...] = _numbered("capture", (
 ``"dynamo"`` FX node fixes on the captured program, before any backend forks it."""
 
 ARTIFACT_STAGES: tuple[Stage, ...] = _numbered("artifact", (
-    ("output", "output directory"),
-    ("save", "save under temporary names"),
+    ("output", "output directory, lock and staging"),
+    ("save", "save into the staging directory"),
     ("runtime", "load in the runtime"),
     ("validate", "compare with eager"),
 ))

@@ -10,7 +10,43 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-__all__ = ["LeafCheck", "ShapeCheck", "ValidationResult", "compare_leaves", "eager_leaves", "validate"]
+__all__ = ["CRITERION", "LeafCheck", "ShapeCheck", "ValidationResult", "WorstElement",
+           "compare_leaves", "eager_leaves", "skipped_validation", "validate"]
+
+CRITERION = "|a - b| <= atol + rtol * |b| for every element (a: artifact, b: eager)"
+"""The comparison each output element must pass, as the report states it. ``max_rel`` (the
+largest ``|a - b| / |b|``) can exceed ``rtol`` on elements near zero, which ``atol`` covers: the
+worst element's ``margin`` (``atol + rtol * |b| - |a - b|``, >= 0 when it passes) is the number to
+read."""
+
+
+@dataclass(frozen=True)
+class WorstElement:
+    """The element of one output leaf closest to failing (largest ``|a-b| / (atol + rtol*|b|)``).
+
+    Attributes:
+        index: its position in the leaf.
+        artifact, eager: its values ``a`` and ``b``.
+        abs_diff: ``|a - b|``.
+        allowed: ``atol + rtol * |b|``.
+    """
+
+    index: tuple[int, ...]
+    artifact: float
+    eager: float
+    abs_diff: float
+    allowed: float
+
+    @property
+    def margin(self) -> float:
+        """``allowed - abs_diff``: non-negative when the element passes."""
+        return self.allowed - self.abs_diff
+
+    def as_dict(self, output: str) -> dict[str, Any]:
+        """The report's ``worst`` entry of a check."""
+        return {"output": output, "index": list(self.index), "artifact": self.artifact,
+                "eager": self.eager, "abs_diff": self.abs_diff, "allowed": self.allowed,
+                "margin": self.margin}
 
 
 @dataclass(frozen=True)
@@ -23,6 +59,7 @@ class LeafCheck:
     max_rel: float
     passed: bool
     problem: str = ""
+    worst: WorstElement | None = None
 
 
 @dataclass(frozen=True)
@@ -44,13 +81,25 @@ class ShapeCheck:
     def max_rel(self) -> float:
         return max((leaf.max_rel for leaf in self.leaves), default=0.0)
 
+    def worst(self) -> tuple[str, WorstElement] | None:
+        """The leaf and element with the smallest margin relative to its allowance."""
+        found = [(leaf.name, leaf.worst) for leaf in self.leaves if leaf.worst is not None]
+        if not found:
+            return None
+        return max(found, key=lambda item: item[1].abs_diff / item[1].allowed
+                   if item[1].allowed > 0 else float("inf"))
+
     def as_dict(self) -> dict[str, Any]:
+        """The report's entry of this input set: shapes, max abs / rel error, the worst element."""
         d: dict[str, Any] = {
             "shapes": self.shapes,
             "max_abs": self.max_abs,
             "max_rel": self.max_rel,
             "passed": self.passed,
         }
+        worst = self.worst()
+        if worst is not None:
+            d["worst"] = worst[1].as_dict(worst[0])
         bad = [f"{leaf.name}: {leaf.problem}" for leaf in self.leaves if not leaf.passed]
         if bad:
             d["problems"] = bad
@@ -64,6 +113,8 @@ class ValidationResult:
     checks: list[ShapeCheck] = field(default_factory=list)
     atol: float = 1e-4
     rtol: float = 1e-3
+    static: bool = False
+    """A static export: every check is at the export shapes, on different input values."""
 
     @property
     def passed(self) -> bool:
@@ -77,12 +128,28 @@ class ValidationResult:
         return ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        """The report's ``validation``: ``status`` (``passed`` / ``failed``), ``passed``, the
+        ``criterion``, the tolerances, ``static`` (with a ``note``) and one entry per check."""
+        d: dict[str, Any] = {
+            "status": "passed" if self.passed else "failed",
             "passed": self.passed,
+            "criterion": CRITERION,
             "atol": self.atol,
             "rtol": self.rtol,
+            "static": self.static,
             "checks": [c.as_dict() for c in self.checks],
         }
+        if self.static:
+            d["note"] = (f"static export: validated at its own input shapes on {len(self.checks)} "
+                         "different sets of input values; it accepts no other shapes")
+        return d
+
+
+def skipped_validation() -> dict[str, Any]:
+    """The report's ``validation`` of an export run without it (``validate=False``,
+    ``--no-validate``): ``status: skipped``, ``passed: null``, no checks."""
+    return {"status": "skipped", "passed": None, "criterion": CRITERION, "checks": [],
+            "note": "validation was skipped: the artifact was not compared with eager PyTorch"}
 
 
 def eager_leaves(model: torch.nn.Module, inputs: dict[str, Any] | tuple[Any, ...]) -> list[torch.Tensor]:
@@ -128,9 +195,19 @@ def compare_leaves(
         max_abs = float(diff.max()) if diff.size else 0.0
         rel = np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), diff)
         max_rel = float(rel.max()) if rel.size else 0.0
-        passed = bool((diff <= atol + rtol * scale).all())
-        problem = "" if passed else f"max|diff|={max_abs:.3g} (atol={atol}, rtol={rtol})"
-        checks.append(LeafCheck(name, tuple(e_np.shape), max_abs, max_rel, passed, problem))
+        allowed = atol + rtol * scale
+        passed = bool((diff <= allowed).all())
+        worst = None
+        if diff.size:
+            ratio = diff / np.where(allowed > 0, allowed, np.finfo(np.float64).tiny)
+            at = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+            worst = WorstElement(tuple(int(i) for i in at), float(g64[at]), float(e64[at]),
+                                 float(diff[at]), float(allowed[at]))
+        problem = "" if passed else (
+            f"max|diff|={max_abs:.3g}; worst element {list(worst.index) if worst else []}: "
+            f"|a-b|={worst.abs_diff if worst else 0:.3g} > atol + rtol*|b| = "
+            f"{worst.allowed if worst else 0:.3g} (atol={atol}, rtol={rtol})")
+        checks.append(LeafCheck(name, tuple(e_np.shape), max_abs, max_rel, passed, problem, worst))
     return tuple(checks)
 
 
@@ -152,6 +229,7 @@ def validate(
     *,
     atol: float = 1e-4,
     rtol: float = 1e-3,
+    static: bool = False,
 ) -> ValidationResult:
     """Run the artifact and eager PyTorch on every input set and compare leaf by leaf.
 
@@ -160,12 +238,13 @@ def validate(
         model: the eager model (called as ``model(**inputs)`` or ``model(*inputs)``).
         input_sets: at least two input sets of different shapes to prove dynamic axes.
         output_names: names of the output leaves, for the report.
-        atol, rtol: tolerances per element.
+        atol, rtol: tolerances per element (see :data:`CRITERION`).
+        static: the artifact has static shapes: the sets share its shapes and differ in values.
 
     Returns:
         A :class:`ValidationResult`; it does not raise on mismatch.
     """
-    result = ValidationResult(atol=atol, rtol=rtol)
+    result = ValidationResult(atol=atol, rtol=rtol, static=static)
     for inputs in input_sets:
         expected = eager_leaves(model, inputs)
         got = run_artifact(inputs)

@@ -4,14 +4,25 @@
 ``export_executorch.export(model, inputs, output=...)`` is the one-call API;
 :class:`ExecutorchExporter` and :class:`ExecutorchConfig` sit underneath; ``export-executorch`` is
 the command.
+
+The names are imported on first access (PEP 562), so ``export-executorch --help`` and usage
+errors answer without importing torch.
 """
 
-from .api import export
-from .backends import BACKENDS, BackendPreparation
-from .bounds import DEFAULT_MAX_BATCH, DEFAULT_MAX_IMAGE_SIZE, DEFAULT_MAX_SEQ
-from .exporter import ExecutorchConfig, ExecutorchExporter, ExecutorchLowered
-from .runner import ExecutorchRunner
-from .stages import EXECUTORCH_STAGES
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .backend_names import BACKENDS
+
+if TYPE_CHECKING:
+    from .api import export
+    from .backends import BackendPreparation
+    from .bounds import DEFAULT_MAX_BATCH, DEFAULT_MAX_IMAGE_SIZE, DEFAULT_MAX_SEQ
+    from .exporter import ExecutorchConfig, ExecutorchExporter, ExecutorchLowered
+    from .runner import ExecutorchRunner
+    from .stages import EXECUTORCH_STAGES
 
 __version__ = "0.1.0"
 
@@ -28,3 +39,30 @@ __all__ = [
     "ExecutorchExporter",
     "ExecutorchRunner",
 ]
+
+_LAZY: dict[str, str] = {
+    "export": ".api",
+    "BackendPreparation": ".backends",
+    "DEFAULT_MAX_BATCH": ".bounds",
+    "DEFAULT_MAX_IMAGE_SIZE": ".bounds",
+    "DEFAULT_MAX_SEQ": ".bounds",
+    "EXECUTORCH_STAGES": ".stages",
+    "ExecutorchConfig": ".exporter",
+    "ExecutorchLowered": ".exporter",
+    "ExecutorchExporter": ".exporter",
+    "ExecutorchRunner": ".runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first access (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -52,10 +52,14 @@ def export(
         dynamic: ``Dim.AUTO`` on every input axis (ignored when ``dynamic_shapes`` is given).
         dynamic_shapes: ``torch.export``'s ``dynamic_shapes`` structure.
         validate: compare with eager at the export shapes and at ``validation_inputs`` (or at
-            shapes derived from the dynamic axes when omitted).
+            shapes derived from the dynamic axes when omitted; a static export at its own
+            shapes on a second set of input values, with ``bounds: None``). ``False``: the
+            report's validation is ``{"status": "skipped", "passed": None}``.
         validation_inputs: further input sets at other shapes.
         max_batch: upper bound of batch axes (default 8).
-        max_seq: upper bound of sequence axes (default: the config's position limit, <= 512).
+        max_seq: upper bound of sequence axes (default: the config's position limit, <= 512);
+            above what the model accepts, the program's bound is the model's (the report's
+            ``bounds`` says so and a warning is logged or sent to ``listener.warning``).
         max_image_size: upper bound of image height / width (default: ``config.image_size``,
             else 224).
         max_audio_samples: upper bound of waveform axes (``input_values``), in samples

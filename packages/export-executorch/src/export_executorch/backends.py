@@ -16,6 +16,8 @@ import torch
 
 from export_core.errors import InputError, LoweringError
 
+from .backend_names import BACKENDS
+
 __all__ = [
     "BACKENDS",
     "BackendPreparation",
@@ -137,8 +139,8 @@ _BACKEND_PREPARE: dict[str, Callable[[], BackendPreparation]] = {
 }
 """Backend name -> preparation function, in the order the CLI lists them."""
 
-BACKENDS: tuple[str, ...] = tuple(_BACKEND_PREPARE)
-"""Backend names: ``("xnnpack", "portable", "cuda")``; ``"xnnpack"`` is the default."""
+if tuple(_BACKEND_PREPARE) != BACKENDS:  # pragma: no cover - a programming error
+    raise RuntimeError(f"backend_names.BACKENDS {BACKENDS} != the preparations {tuple(_BACKEND_PREPARE)}")
 
 
 def check_backend(name: str) -> str:

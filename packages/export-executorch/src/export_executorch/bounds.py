@@ -167,6 +167,9 @@ class BoundsPlan:
 
     limits: DimLimits
     dims: list[DimBound] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    """One line per explicit cap the model does not reach (``--max-seq`` above its position
+    limit): the program accepts less than asked, and ``limits`` holds what it accepts."""
     _shape_env: Any = field(default=None, repr=False, compare=False)
     _previous: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -384,6 +387,31 @@ def apply_dim_bounds(
         ranges = [chosen[sym] for sym in symbols]
         lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
         plan.dims.append(DimBound(name, axis, role, " ".join(sorted(map(str, symbols))), lo, hi))
+    return _effective_limits(plan)
+
+
+def _effective_limits(plan: BoundsPlan) -> BoundsPlan:
+    """Lower each role's cap to the largest size its axes accept, when the model's own range is
+    narrower (a position limit of 128 under ``max_seq=100000``), with a notice for caps given as
+    options."""
+    changes: dict[str, int] = {}
+    sources = dict(plan.limits.sources)
+    for role in dict.fromkeys(d.role for d in plan.dims):
+        accepted = max(d.max for d in plan.dims if d.role == role)
+        cap = plan.limits.for_role(role)
+        if accepted >= cap:
+            continue
+        option = ROLE_OPTIONS.get(role, "max_seq")
+        changes[option] = accepted
+        asked = sources.get(option, "default")
+        sources[option] = f"the model's limit (below {cap} from {asked})"
+        if plan.limits.is_option(role):
+            plan.notices.append(
+                f"warning: {option}={cap} is above what the model accepts; its {role} axes are "
+                f"bounded at {accepted}"
+            )
+    if changes:
+        plan.limits = replace(plan.limits, sources=sources, **changes)
     return plan
 
 

@@ -1,18 +1,25 @@
-"""The ``export-executorch`` command."""
+"""The ``export-executorch`` command.
+
+Importing this module, parsing the options and refusing bad ones import no torch; the exporter is
+imported once the model directory and the output directory have been checked.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from export_core.cli import base_parser, run_export, workarounds_command
-from export_core.progress import RichStageListener
+from export_core.cli import base_parser, main_flow
 
-from .backends import BACKENDS
-from .exporter import ExecutorchConfig, ExecutorchExporter
+from .backend_names import ARTIFACT_PATTERNS, BACKENDS, DEFAULT_BACKEND, VERSION_PACKAGES
 from .stages import BACKEND
+
+if TYPE_CHECKING:
+    from export_core.progress import RichStageListener
+
+    from .exporter import ExecutorchExporter
 
 __all__ = ["main", "build_parser"]
 
@@ -37,14 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
         "ExecuTorch program and validate it in the ExecuTorch runtime against eager PyTorch.",
         "model.pte",
     )
-    p.add_argument("--backend", choices=BACKENDS, default="xnnpack",
+    p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
                    help="xnnpack: CPU, XNNPACK delegate (default); portable: CPU, portable "
                    "kernels only; cuda: bfloat16 on a CUDA GPU")
     p.add_argument("--max-batch", type=_positive, metavar="N",
                    help="largest batch the program accepts (default 8)")
     p.add_argument("--max-seq", type=_positive, metavar="N",
                    help="longest sequence the program accepts (default: the config's position "
-                   "limit, at most 512)")
+                   "limit, at most 512; a larger N than the model accepts is lowered to its "
+                   "limit, with a warning)")
     p.add_argument("--max-image-size", type=_positive, metavar="N",
                    help="largest image height / width the program accepts (default: the "
                    "config's image_size, else 224)")
@@ -55,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _make(args: argparse.Namespace, listener: RichStageListener, **common: Any) -> ExecutorchExporter:
+    from .exporter import ExecutorchConfig, ExecutorchExporter
+
     config = ExecutorchConfig(
         backend=args.backend,
         max_batch=args.max_batch,
@@ -67,19 +77,15 @@ def _make(args: argparse.Namespace, listener: RichStageListener, **common: Any) 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code (0 only when export and validation passed).
+    """Entry point; returns the exit code (0 only when export and validation passed; 1 failed;
+    2 usage; 130 / 143 interrupted by SIGINT / SIGTERM).
 
     ``export-executorch workarounds [--markdown]`` prints the registered workarounds instead.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
-    listed = workarounds_command(argv, "export-executorch", BACKEND)
-    if listed is not None:
-        return listed
-    args = build_parser().parse_args(argv)
-    return run_export(
-        args, prog="export-executorch", make_exporter=_make,
-        version_packages=ExecutorchExporter.version_packages,
-        quiet_loggers=("executorch",),
+    return main_flow(
+        argv, prog="export-executorch", backend=BACKEND, build_parser=build_parser,
+        make_exporter=_make, artifact_patterns=ARTIFACT_PATTERNS,
+        version_packages=VERSION_PACKAGES, quiet_loggers=("executorch",),
     )
 
 

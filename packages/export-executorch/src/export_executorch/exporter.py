@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import tempfile
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -21,7 +22,6 @@ from export_core.exporter import (
     ExportRun,
     Lowered,
     Prepared,
-    StagedFile,
     first_line,
     flat_feed,
 )
@@ -29,6 +29,7 @@ from export_core.fixes import FixContext, apply_fx_node_fixes, apply_fx_program_
 from export_core.stages import StageListener
 
 from . import workarounds as _workarounds  # noqa: F401  (registers the ExecuTorch workarounds)
+from .backend_names import ARTIFACT_PATTERNS, PROGRAM_NAME, VERSION_PACKAGES
 from .backends import BackendPreparation, check_backend, prepare_backend
 from .bounds import BoundsPlan
 from .delegation import delegation_summary, format_delegation
@@ -39,8 +40,8 @@ from .workarounds.dim_bounds import bound_dynamic_dims
 
 __all__ = ["PROGRAM_NAME", "ExecutorchConfig", "ExecutorchExporter", "ExecutorchLowered"]
 
-PROGRAM_NAME = "model.pte"
-"""File name of the program in the output directory."""
+logger = logging.getLogger(__name__)
+
 
 
 @dataclass
@@ -114,7 +115,8 @@ class ExecutorchExporter(DynamoExporter):
     """
 
     stages = EXECUTORCH_STAGES
-    version_packages = ("export-executorch", "executorch")
+    version_packages = VERSION_PACKAGES
+    artifact_patterns = ARTIFACT_PATTERNS
 
     def __init__(
         self, config: ExecutorchConfig | None = None, *, listener: StageListener | None = None
@@ -173,6 +175,7 @@ class ExecutorchExporter(DynamoExporter):
         prep: BackendPreparation = prepared.backend
         key = prep.registry_key
         report = run.report
+        notices: list[str] = []
         with ExitStack() as patches:
             # ── ExecuTorch stage 2: torch patches ──
             run.install_patches(patches, key, "torch_patches")
@@ -185,9 +188,11 @@ class ExecutorchExporter(DynamoExporter):
                                                        stage="fx_program_fixes")
                 bounds: BoundsPlan | None = program_fixes.details.get(bound_dynamic_dims.__name__)
                 if bounds is not None:
-                    report.extra["bounds"] = bounds.as_dict()
+                    # a static program has no dynamic axis: it reports no bounds
+                    report.extra["bounds"] = bounds.as_dict() if bounds.dims else None
                     # the shape environment is shared with other copies of the capture
                     patches.callback(bounds.restore_shape_env)
+                    notices.extend(bounds.notices)
             # ── ExecuTorch stage 5: FX node fixes ──
             with run.stage("fx_node_fixes"):
                 node_fixes = apply_fx_node_fixes(program_fixes.program, key, stage="fx_node_fixes")
@@ -221,7 +226,7 @@ class ExecutorchExporter(DynamoExporter):
                 except Exception as e:
                     raise LoweringError(f"to_executorch failed: {first_line(e)}", stage="to_executorch") from e
                 memory = memory_plan(manager)
-                warning = arena_warning(memory["arena_bytes"], report.extra.get("bounds", {}))
+                warning = arena_warning(memory["arena_bytes"], report.extra.get("bounds") or {})
                 if warning:
                     memory["warning"] = warning
                 report.extra["memory"] = memory
@@ -231,6 +236,12 @@ class ExecutorchExporter(DynamoExporter):
                  f"{format_bytes(memory['arena_bytes'])}")
             if warning:
                 info(f"warning: {warning}")
+        for notice in notices:
+            warn = getattr(self.listener, "warning", None)
+            if callable(warn):
+                warn(notice)
+            else:
+                logger.warning("%s", notice)
         return ExecutorchLowered(
             manager, max(cfg.atol, prep.atol), max(cfg.rtol, prep.rtol),
             preparation=prep, bounds=bounds, delegation=summary, memory=memory, fixes=fixes,
@@ -273,23 +284,23 @@ class ExecutorchExporter(DynamoExporter):
             run.report.extra["validation_sets_skipped"] = len(sets) - len(kept)
         return kept
 
-    def save(self, lowered: Lowered, out_dir: Path, run: ExportRun) -> list[StagedFile]:
-        """Write ``model.pte`` (and, for CUDA, its ``.ptd`` data files) under temporary names;
-        the program is first, its data files follow."""
+    def save(self, lowered: Lowered, staging: Path, run: ExportRun) -> list[Path]:
+        """Write ``model.pte`` (and, for CUDA, its ``.ptd`` data files) into ``staging``; the
+        program is first, its data files follow."""
         program = lowered.program
-        staged = [StagedFile.beside(out_dir / PROGRAM_NAME)]
-        with open(staged[0].tmp, "wb") as f:
+        saved = [staging / PROGRAM_NAME]
+        with open(saved[0], "wb") as f:
             program.write_to_file(f)
         for name, cord in (getattr(program, "_tensor_data", None) or {}).items():
-            data = StagedFile.beside(out_dir / (name if name.endswith(".ptd") else f"{name}.ptd"))
-            staged.append(data)
-            with open(data.tmp, "wb") as f:
+            data = staging / (name if name.endswith(".ptd") else f"{name}.ptd")
+            saved.append(data)
+            with open(data, "wb") as f:
                 cord.write_to_file(f)
-        run.report.extra.setdefault("memory", {})["program_bytes"] = staged[0].tmp.stat().st_size
-        return staged
+        run.report.extra.setdefault("memory", {})["program_bytes"] = saved[0].stat().st_size
+        return saved
 
     def runner(
-        self, lowered: Lowered, staged: Sequence[StagedFile], capture: CaptureResult
+        self, lowered: Lowered, saved: Sequence[Path], capture: CaptureResult
     ) -> ExecutorchRunner:
         """Load the program (from the staged file when saved, else from memory) in
         ``executorch.runtime``.
@@ -303,15 +314,15 @@ class ExecutorchExporter(DynamoExporter):
         data_path: Path | None = None
         keepalive: tempfile.TemporaryDirectory[str] | None = None
         if prep.external_data:
-            if len(staged) > 1:
-                data_path = staged[1].tmp
+            if len(saved) > 1:
+                data_path = saved[1]
             else:
                 keepalive = tempfile.TemporaryDirectory(prefix="export-executorch-")
                 program.write_tensor_data_to_file(keepalive.name)
                 ptds = sorted(Path(keepalive.name).glob("*.ptd"))
                 data_path = ptds[0] if ptds else None
         return ExecutorchRunner(
-            staged[0].tmp if staged else program.buffer,
+            saved[0] if saved else program.buffer,
             list(capture.kwargs),
             dtype=prep.dtype,
             data_path=data_path,

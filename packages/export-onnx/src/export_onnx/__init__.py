@@ -2,14 +2,23 @@
 
 ``export_onnx.export(model, inputs, output=...)`` is the one-call API; :class:`OnnxExporter`
 and :class:`OnnxConfig` sit underneath; ``export-onnx`` is the command.
+
+The names are imported on first access (PEP 562), so ``export-onnx --help`` and usage errors
+answer without importing torch.
 """
 
-from .api import export
-from .exporter import OnnxConfig, OnnxExporter, OnnxLowered
-from .ir_fixes import register_ir_fix
-from .runner import OrtRunner
-from .stages import ONNX_STAGES
-from .translations import register_onnx_translation
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .api import export
+    from .exporter import OnnxConfig, OnnxExporter, OnnxLowered
+    from .ir_fixes import register_ir_fix
+    from .runner import OrtRunner
+    from .stages import ONNX_STAGES
+    from .translations import register_onnx_translation
 
 __version__ = "0.1.0"
 
@@ -23,3 +32,28 @@ __all__ = [
     "register_ir_fix",
     "register_onnx_translation",
 ]
+
+_LAZY: dict[str, str] = {
+    "export": ".api",
+    "OnnxConfig": ".exporter",
+    "OnnxExporter": ".exporter",
+    "OnnxLowered": ".exporter",
+    "register_ir_fix": ".ir_fixes",
+    "OrtRunner": ".runner",
+    "ONNX_STAGES": ".stages",
+    "register_onnx_translation": ".translations",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first access (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -45,9 +45,11 @@ def export(
         dynamic: ``Dim.AUTO`` on every input axis (ignored when ``dynamic_shapes`` is given).
         dynamic_shapes: ``torch.export``'s ``dynamic_shapes`` structure.
         validate: compare with eager at the export shapes and at ``validation_inputs`` (or at
-            shapes derived from the dynamic axes when omitted).
+            shapes derived from the dynamic axes when omitted; a static export at its own
+            shapes on a second set of input values). ``False``: the report's validation is
+            ``{"status": "skipped", "passed": None}``.
         validation_inputs: further input sets at other shapes.
-        opset: ONNX opset version.
+        opset: ONNX opset version, 18 to 23 (:data:`export_onnx.opsets.SUPPORTED_OPSETS`).
         optimize: run the onnxscript optimizer.
         constant_kwargs: ``forward`` keyword arguments fixed at export (dict inputs only).
         strict: trace with TorchDynamo.
@@ -65,7 +67,10 @@ def export(
         ``.program`` (the ``ONNXProgram``).
 
     Raises:
-        export_core.ExportError: a subclass naming the failed stage.
+        export_core.InputError: ``opset`` outside the supported range.
+        export_core.ExportError: a subclass naming the failed stage; ``OutputError`` (stage
+            ``output``) when another export holds ``output``. A failure leaves an earlier
+            successful export in ``output`` as it was (see :mod:`export_core.output`).
     """
     config = OnnxConfig(
         dynamic=dynamic,

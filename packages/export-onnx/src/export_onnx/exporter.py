@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from export_core.errors import ExportError, TranslationError
+from export_core.errors import ExportError, OutputError, TranslationError
 from export_core.exporter import (
     CaptureResult,
     DynamoConfig,
@@ -19,14 +18,16 @@ from export_core.exporter import (
     ExportRun,
     Lowered,
     Prepared,
-    StagedFile,
     first_line,
 )
 from export_core.fixes import FixContext, apply_fx_node_fixes
 from export_core.stages import StageListener
 
 from . import workarounds as _workarounds  # noqa: F401  (registers the ONNX workarounds)
+from .artifacts import ARTIFACT_PATTERNS, VERSION_PACKAGES
+from .external_data import external_data_files
 from .ir_fixes import apply_ir_fixes
+from .opsets import check_opset
 from .runner import OrtRunner
 from .stages import BACKEND, ONNX_STAGES
 from .translations import translation_table
@@ -46,11 +47,20 @@ class OnnxConfig(DynamoConfig):
         opset: the ONNX opset version (``None``: torch.onnx's default).
         optimize: run the onnxscript optimizer after translation.
         providers: ONNX Runtime execution providers used for validation.
+        external_data_threshold: initializers above this many bytes in all are saved in
+            ``model.onnx.data`` beside ``model.onnx`` (default 2 GiB, the protobuf limit).
+
+    Raises:
+        InputError: ``opset`` is outside :data:`~export_onnx.opsets.SUPPORTED_OPSETS`.
     """
 
     opset: int | None = None
     optimize: bool = True
     providers: tuple[str, ...] = ("CPUExecutionProvider",)
+    external_data_threshold: int = EXTERNAL_DATA_THRESHOLD
+
+    def __post_init__(self) -> None:
+        check_opset(self.opset)
 
 
 @dataclass(frozen=True)
@@ -77,7 +87,8 @@ class OnnxExporter(DynamoExporter):
 
     backend = BACKEND
     stages = ONNX_STAGES
-    version_packages = ("export-onnx", "onnx", "onnxscript", "onnx-ir", "onnxruntime")
+    version_packages = VERSION_PACKAGES
+    artifact_patterns = ARTIFACT_PATTERNS
 
     def __init__(self, config: OnnxConfig | None = None, *, listener: StageListener | None = None):
         super().__init__(config or OnnxConfig(), listener=listener)
@@ -132,31 +143,42 @@ class OnnxExporter(DynamoExporter):
         run.report.extra["opset"] = onnx_program.model.opset_imports.get("", None)
         return OnnxLowered(onnx_program, cfg.atol, cfg.rtol, fixes, translations)
 
-    def save(self, lowered: Lowered, out_dir: Path, run: ExportRun) -> list[StagedFile]:
-        """Save ``model.onnx`` (with ``model.onnx.data`` beside it above 2 GB) under temporary
-        names in ``out_dir``."""
+    def save(self, lowered: Lowered, staging: Path, run: ExportRun) -> list[Path]:
+        """Save ``model.onnx`` into ``staging``; above ``config.external_data_threshold`` bytes
+        of initializers with its weights in ``model.onnx.data`` beside it.
+
+        Raises:
+            OutputError: (stage ``save``) an external-data location is not a plain file name in
+                the staging directory.
+        """
         program = lowered.program
         size = sum(
             v.const_value.nbytes
             for v in program.model.graph.initializers.values()
             if v.const_value is not None
         )
-        if size <= EXTERNAL_DATA_THRESHOLD:
-            staged = StagedFile.beside(out_dir / "model.onnx")
-            program.save(str(staged.tmp))
-            return [staged]
-        staging = out_dir / f".staging-{os.getpid()}"
-        staging.mkdir(exist_ok=True)
-        program.save(str(staging / "model.onnx"), external_data=True)
-        return [StagedFile(f, out_dir / f.name) for f in sorted(staging.iterdir(), key=lambda p: p.suffix != ".onnx")]
+        path = staging / "model.onnx"
+        if size <= self.config.external_data_threshold:
+            program.save(str(path))
+            return [path]
+        program.save(str(path), external_data=True)
+        try:
+            data = external_data_files(path)
+        except ValueError as e:
+            raise OutputError(f"model.onnx was saved with unsafe external data: {e}",
+                              stage="save") from e
+        run.report.extra["external_data"] = data
+        return [path, *(staging / name for name in data)]
 
-    def runner(self, lowered: Lowered, staged: Sequence[StagedFile], capture: CaptureResult) -> OrtRunner:
-        """An ONNX Runtime session over the saved file, or over the in-memory model.
+    def runner(self, lowered: Lowered, saved: Sequence[Path], capture: CaptureResult) -> OrtRunner:
+        """An ONNX Runtime session over the saved file (its external-data locations checked
+        again), or over the in-memory model.
 
         Raises:
-            RuntimeLoadError: ONNX Runtime cannot load the model.
+            RuntimeLoadError: ONNX Runtime cannot load the model, or an external-data location
+                is not a plain file name beside it.
         """
-        model = staged[0].tmp if staged else lowered.program.model_proto.SerializeToString()
+        model = saved[0] if saved else lowered.program.model_proto.SerializeToString()
         return OrtRunner(model, capture.input_names, list(capture.kwargs), self.config.providers)
 
 

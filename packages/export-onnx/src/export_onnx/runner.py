@@ -12,6 +12,8 @@ import torch
 from export_core.errors import RuntimeLoadError
 from export_core.exporter import flat_feed
 
+from .external_data import external_data_files
+
 __all__ = ["OrtRunner"]
 
 
@@ -25,7 +27,8 @@ class OrtRunner:
         providers: ONNX Runtime execution providers (default CPU).
 
     Raises:
-        RuntimeLoadError: ONNX Runtime cannot load the model (missing kernel, invalid graph).
+        RuntimeLoadError: ONNX Runtime cannot load the model (missing kernel, invalid graph), or
+            one of its external-data locations is not a plain file name beside it.
     """
 
     def __init__(
@@ -37,6 +40,11 @@ class OrtRunner:
     ) -> None:
         import onnxruntime as ort
 
+        if not isinstance(model, bytes):
+            try:
+                external_data_files(model)
+            except ValueError as e:
+                raise RuntimeLoadError(f"refusing to load {model}: {e}", stage="runtime") from e
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
         try:

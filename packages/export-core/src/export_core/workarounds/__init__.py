@@ -1,6 +1,8 @@
 """Registered capture-level ("dynamo") workarounds, inherited by every backend.
 
-Importing this package registers them; registration is its only side effect. Model-specific
+Importing this package registers them; registration is its only side effect. The exporter
+and :func:`export_core.registry.load_backends` import it (``import export_core`` alone does not,
+so the command-line tools start without torch). Model-specific
 patches name their targets as strings and import ``transformers`` lazily, so this package imports
 without ``transformers`` installed.
 
