@@ -57,6 +57,22 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+_Handlers = dict[signal.Signals, Any]
+
+
+def _install(handler: Callable[[int, FrameType | None], Any]) -> _Handlers:
+    """Set ``handler`` for every handled signal; returns the handlers it replaced."""
+    previous = {sig: signal.getsignal(sig) for sig in HANDLED_SIGNALS}
+    for sig in HANDLED_SIGNALS:
+        signal.signal(sig, handler)
+    return previous
+
+
+def _restore(previous: _Handlers) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
 @contextmanager
 def handle_signals() -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread; the
@@ -64,14 +80,11 @@ def handle_signals() -> Iterator[None]:
     if not _in_main_thread():
         yield
         return
-    previous = {sig: signal.getsignal(sig) for sig in HANDLED_SIGNALS}
-    for sig in HANDLED_SIGNALS:
-        signal.signal(sig, _raise)
+    previous = _install(_raise)
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        _restore(previous)
 
 
 @contextmanager
@@ -85,18 +98,14 @@ def deferred_signals() -> Iterator[None]:
         yield
         return
     received: list[int] = []
-    previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
 
     def hold(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
 
-    for sig in HANDLED_SIGNALS:
-        previous[sig] = signal.getsignal(sig)
-        signal.signal(sig, hold)
+    previous = _install(hold)
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        _restore(previous)
         if received:
             signal.raise_signal(received[0])
