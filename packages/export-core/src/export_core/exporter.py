@@ -464,8 +464,12 @@ class DynamoExporter:
                     with EXPORT_LOCK, run.stage("validate"):
                         static = self.config.is_static
                         if static:
-                            # a static artifact accepts its own shapes only: other values there
-                            extra = [revalued_inputs(inputs)]
+                            # a static artifact accepts its own shapes only: other values there,
+                            # the caller's sets of those shapes first (the caller knows which
+                            # values its inputs may take, e.g. a grid that sizes the patches)
+                            extra = [v for v in validation_inputs or ()
+                                     if _leaf_shapes(v) == _leaf_shapes(inputs)]
+                            extra = extra or [revalued_inputs(inputs)]
                         elif validation_inputs is not None:
                             extra = list(validation_inputs)
                         else:
@@ -680,6 +684,12 @@ class DynamoExporter:
             seconds=round(time.perf_counter() - start, 4),
             fixes=tuple(fixed.applied),
         )
+
+
+def _leaf_shapes(inputs: Any) -> list[tuple[int, ...] | None]:
+    """The shape of every leaf of an input set (``None`` for a non-tensor leaf)."""
+    return [tuple(x.shape) if isinstance(x, torch.Tensor) else None
+            for x in pytree.tree_leaves(inputs)]
 
 
 @dataclass
