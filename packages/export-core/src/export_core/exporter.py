@@ -34,7 +34,7 @@ from .pytree import register_pytree_nodes
 from .registry import DYNAMO_PLAN
 from .report import ExportReport, package_versions
 from .stages import StageListener, StagePlan, StageRecorder
-from .validation import ValidationResult, skipped_validation
+from .validation import ValidationResult, input_shapes, skipped_validation
 from .validation import validate as _validate
 from .warning_filters import quiet_unactionable_warnings
 
@@ -468,7 +468,7 @@ class DynamoExporter:
                             # the caller's sets of those shapes first (the caller knows which
                             # values its inputs may take, e.g. a grid that sizes the patches)
                             extra = [v for v in validation_inputs or ()
-                                     if _leaf_shapes(v) == _leaf_shapes(inputs)]
+                                     if input_shapes(v) == input_shapes(inputs)]
                             extra = extra or [revalued_inputs(inputs)]
                         elif validation_inputs is not None:
                             extra = list(validation_inputs)
@@ -684,12 +684,6 @@ class DynamoExporter:
             seconds=round(time.perf_counter() - start, 4),
             fixes=tuple(fixed.applied),
         )
-
-
-def _leaf_shapes(inputs: Any) -> list[tuple[int, ...] | None]:
-    """The shape of every leaf of an input set (``None`` for a non-tensor leaf)."""
-    return [tuple(x.shape) if isinstance(x, torch.Tensor) else None
-            for x in pytree.tree_leaves(inputs)]
 
 
 @dataclass

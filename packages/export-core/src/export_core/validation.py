@@ -11,7 +11,7 @@ import torch
 import torch.utils._pytree as pytree
 
 __all__ = ["CRITERION", "LeafCheck", "ShapeCheck", "ValidationResult", "WorstElement",
-           "compare_leaves", "eager_leaves", "skipped_validation", "validate"]
+           "compare_leaves", "eager_leaves", "input_shapes", "skipped_validation", "validate"]
 
 CRITERION = "|a - b| <= atol + rtol * |b| for every element (a: artifact, b: eager)"
 """The comparison each output element must pass, as the report states it. ``max_rel`` (the
@@ -211,7 +211,9 @@ def compare_leaves(
     return tuple(checks)
 
 
-def _shapes(inputs: dict[str, Any] | tuple[Any, ...]) -> dict[str, list[int]]:
+def input_shapes(inputs: dict[str, Any] | tuple[Any, ...]) -> dict[str, list[int]]:
+    """The shape of every tensor leaf of an input set, by its path (``"input_ids"``,
+    ``"pixel_values"``, ``"0[1]"``)."""
     items = inputs.items() if isinstance(inputs, dict) else enumerate(inputs)
     out = {}
     for k, v in items:
@@ -249,5 +251,5 @@ def validate(
         expected = eager_leaves(model, inputs)
         got = run_artifact(inputs)
         names = list(output_names) + [f"output_{i}" for i in range(len(output_names), len(expected))]
-        result.checks.append(ShapeCheck(_shapes(inputs), compare_leaves(names, got, expected, atol=atol, rtol=rtol)))
+        result.checks.append(ShapeCheck(input_shapes(inputs), compare_leaves(names, got, expected, atol=atol, rtol=rtol)))
     return result

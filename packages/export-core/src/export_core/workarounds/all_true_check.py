@@ -42,6 +42,7 @@ _SCALAR_OPS = {
 }
 """Scalar (``SymInt`` / ``SymBool``) ops a tensor check's truth value passes through on its way
 to the assertions."""
+_CHAIN = _ASSERTIONS | _SCALAR_OPS
 
 
 def _assertion_chain(node: torch.fx.Node) -> list[torch.fx.Node] | None:
@@ -55,7 +56,7 @@ def _assertion_chain(node: torch.fx.Node) -> list[torch.fx.Node] | None:
         if user in seen:
             continue
         seen.add(user)
-        if user.op != "call_function" or user.target not in _ASSERTIONS | _SCALAR_OPS:
+        if user.op != "call_function" or user.target not in _CHAIN:
             return None
         chain.append(user)
         todo.extend(user.users)
