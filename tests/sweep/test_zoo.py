@@ -279,3 +279,20 @@ def test_zoo_commands_share_the_sweep_cli(tmp_path, capsys) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = {row["model_type"]: row for row in json.loads(proc.stdout)}
     assert rows["bert"]["model_class"] == "BertModel" and rows["bert"]["modality"] == "text"
+
+
+def test_zero_initialised_linears_get_random_weights() -> None:
+    from export_sweep.zoo.build import _randomize_zero_linears
+
+    router, proj = torch.nn.Linear(8, 4, bias=False), torch.nn.Linear(8, 8)
+    torch.nn.init.zeros_(router.weight)
+    before = proj.weight.clone()
+    model = torch.nn.ModuleDict({"router": router, "proj": proj})
+    model.register_parameter("cls_token", torch.nn.Parameter(torch.zeros(1, 8)))
+    assert _randomize_zero_linears(model, seed=0) == ["router.weight"]
+    assert router.weight.any() and 0 < router.weight.std() < 0.05
+    assert torch.equal(proj.weight, before) and not model.cls_token.any()
+    again = torch.nn.Linear(8, 4, bias=False)
+    torch.nn.init.zeros_(again.weight)
+    _randomize_zero_linears(torch.nn.ModuleDict({"router": again}), seed=0)
+    assert torch.equal(again.weight, router.weight)  # seeded
