@@ -660,7 +660,8 @@ class DynamoExporter:
             with run.stage("capture"), _state_cleanup(model):
                 try:
                     with torch.no_grad():
-                        eager_out = module(*args, **kwargs)
+                        # on copies: a cache among the inputs is updated in place by the forward
+                        eager_out = module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
                     output_names = leaf_names(eager_out, cache_name="present")
                 except Exception as e:
                     raise CaptureError(
