@@ -7,21 +7,15 @@ decode graphs named in ``generation.json`` and runs the loop of
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from export_core.errors import RuntimeLoadError
-from export_core.generation import (
-    GenerationLoop,
-    GenerationOutput,
-    GenerationStep,
-    SamplingOptions,
-    load_tokenizer,
-    read_manifest,
-)
+from export_core.generation.generator import Generator
+from export_core.generation.manifest import GraphSpec
 
 from .external_data import external_data_files
 
@@ -54,62 +48,35 @@ class OrtGraphSession:
         self.output_names = [o.name for o in self.session.get_outputs()]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Run on ``feeds`` (every graph input by name); returns every output by name."""
-        values = self.session.run(None, {k: np.ascontiguousarray(v) for k, v in feeds.items()})
+        """Run on ``feeds`` (every graph input by name); returns every output by name.
+
+        Raises:
+            RuntimeLoadError: ONNX Runtime failed (an input beyond the graph's shapes).
+        """
+        try:
+            values = self.session.run(None, {k: np.ascontiguousarray(v) for k, v in feeds.items()})
+        except Exception as e:
+            msg = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+            raise RuntimeLoadError(f"ONNX Runtime failed to run the graph: {msg}", stage="runtime") from e
         return dict(zip(self.output_names, values))
 
 
-def open_session(path: Path) -> OrtGraphSession:
-    """The :class:`OrtGraphSession` of one saved graph (for the export's generation check)."""
+def open_session(path: Path, spec: GraphSpec | None = None) -> OrtGraphSession:
+    """The :class:`OrtGraphSession` of one saved graph, on the CPU (names from the graph)."""
     return OrtGraphSession(path)
 
 
-class OnnxGenerator:
-    """Generation from an export directory: the graphs in ONNX Runtime and the tokenizer saved
-    beside them.
+class OnnxGenerator(Generator):
+    """Generation from an ONNX export directory in ONNX Runtime (see
+    :class:`export_core.generation.generator.Generator`).
 
     Args:
-        directory: a ``text-generation-with-past`` export directory.
+        directory: a ``text-generation-with-past`` export directory written by ``export-onnx``.
         providers: ONNX Runtime execution providers.
-
-    Raises:
-        GenerationError: the directory has no manifest (not a with-past export).
-        RuntimeLoadError: a graph cannot be loaded.
     """
 
     def __init__(self, directory: str | Path, providers: Sequence[str] = ("CPUExecutionProvider",)) -> None:
-        self.directory = Path(directory)
-        self.manifest = read_manifest(self.directory)
-        sessions = {role: OrtGraphSession(self.directory / g.path, providers)
-                    for role, g in self.manifest.graphs.items()}
-        self.loop = GenerationLoop(self.manifest, sessions)
-        self._tokenizer: Any = None
-
-    @property
-    def tokenizer(self) -> Any:
-        """The saved tokenizer (loaded on first use)."""
-        if self._tokenizer is None:
-            self._tokenizer = load_tokenizer(self.directory)
-        return self._tokenizer
-
-    def stream(self, prompts: Sequence[str] | Sequence[Sequence[int]], **options: Any) -> Iterator[GenerationStep]:
-        """Yield each step's tokens as they are chosen (options: ``max_new_tokens``,
-        ``do_sample``, ``temperature``, ``top_k``, ``top_p``, ``seed``, ``stop_on_eos``)."""
-        ids, loop_options = self._prepare(prompts, options)
-        return self.loop.stream(ids, **loop_options)
-
-    def generate(self, prompts: Sequence[str] | Sequence[Sequence[int]], **options: Any) -> GenerationOutput:
-        """Generate to the end; token ids per row (options as :meth:`stream`)."""
-        ids, loop_options = self._prepare(prompts, options)
-        return self.loop.generate(ids, **loop_options)
-
-    def _prepare(self, prompts: Sequence[Any], options: dict[str, Any]) -> tuple[list[list[int]], dict[str, Any]]:
-        ids = [self.tokenizer.encode(p) if isinstance(p, str) else list(p) for p in prompts]
-        sampling = SamplingOptions(
-            do_sample=bool(options.pop("do_sample", False)), temperature=float(options.pop("temperature", 1.0)),
-            top_k=int(options.pop("top_k", 0)), top_p=float(options.pop("top_p", 1.0)),
-            seed=options.pop("seed", None))
-        return ids, {"sampling": sampling, **options}
+        super().__init__(directory, lambda path, spec: OrtGraphSession(path, providers), backend="onnx")
 
 
 def generate(directory: str | Path, prompts: Sequence[str] | Sequence[Sequence[int]], **options: Any) -> list[str]:
@@ -118,11 +85,14 @@ def generate(directory: str | Path, prompts: Sequence[str] | Sequence[Sequence[i
     Args:
         directory: a ``text-generation-with-past`` export.
         prompts: texts (tokenized with the saved tokenizer) or token-id lists.
-        options: see :meth:`OnnxGenerator.stream`.
+        options: ``max_new_tokens``, ``do_sample``, ``temperature``, ``top_k``, ``top_p``,
+            ``seed``, ``stop_on_eos``.
 
     Returns:
         The generated text of each prompt (without the prompt).
+
+    Raises:
+        GenerationError: not a with-past export, an unknown option, or a request beyond its bounds.
     """
     gen = OnnxGenerator(directory)
-    out = gen.generate(prompts, **options)
-    return [gen.tokenizer.decode(row) for row in out.sequences]
+    return [gen.tokenizer.decode(row) for row in gen.generate(prompts, **options).sequences]

@@ -128,7 +128,7 @@ def export_with_past(
     model: torch.nn.Module,
     *,
     output: str | os.PathLike[str] | None,
-    open_session: Callable[[Path], GraphSession],
+    open_session: Callable[[Path, GraphSpec], GraphSession],
     tokenizer: Any = None,
     max_length: int | None = None,
     max_batch: int = 4,
@@ -147,7 +147,8 @@ def export_with_past(
         exporter: the backend's exporter (``OnnxExporter``, ``ExecutorchExporter``).
         model: a ``…ForCausalLM`` model.
         output: the export directory (``None``: a temporary one for the check, then removed).
-        open_session: loads one saved graph as a :class:`GraphSession` (the backend's runtime).
+        open_session: loads one saved graph and its :class:`GraphSpec` as a :class:`GraphSession`
+            (the backend's runtime).
         tokenizer: the model's ``transformers`` tokenizer, saved beside the graphs.
         max_length: the longest prompt + generated sequence, in tokens (default: the position
             limit, at most 2048).
@@ -207,7 +208,7 @@ def export_with_past(
 
 
 def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report: ExportReport, *,
-                   open_session: Callable[[Path], GraphSession], tokenizer: Any, max_length: int,
+                   open_session: Callable[[Path, GraphSpec], GraphSession], tokenizer: Any, max_length: int,
                    max_batch: int, validate: bool, pad: int, eos_ids: tuple[int, ...], bos: int | None,
                    max_new_tokens_checked: int):
     config = model.config
@@ -271,7 +272,7 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
     check = None
     if validate:
         t0 = time.perf_counter()
-        sessions = {role: open_session(staging / s.path) for role, s in specs.items()}
+        sessions = {role: open_session(staging / s.path, s) for role, s in specs.items()}
         loop = GenerationLoop(manifest, sessions)
         check = compare_with_eager(model, loop, vocab=vocab, avoid={pad, *eos_ids},
                                    max_new_tokens=max_new_tokens_checked)
