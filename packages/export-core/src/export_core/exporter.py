@@ -585,6 +585,15 @@ class DynamoExporter:
 
         return run
 
+    def generation_session(self, path: Path, spec: Any) -> Any:
+        """Load one saved graph of a generative export (``path``, its manifest entry ``spec``)
+        as an :class:`export_core.generation.loop.GraphSession` in the backend's runtime.
+
+        Raises:
+            NotImplementedError: the backend has no generation runtime (the base exporter).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no generation runtime")
+
     def capture(
         self,
         model: torch.nn.Module,

@@ -128,7 +128,7 @@ def export_with_past(
     model: torch.nn.Module,
     *,
     output: str | os.PathLike[str] | None,
-    open_session: Callable[[Path, GraphSpec], GraphSession],
+    open_session: Callable[[Path, GraphSpec], GraphSession] | None = None,
     tokenizer: Any = None,
     max_length: int | None = None,
     max_batch: int = 4,
@@ -148,7 +148,7 @@ def export_with_past(
         model: a ``…ForCausalLM`` model.
         output: the export directory (``None``: a temporary one for the check, then removed).
         open_session: loads one saved graph and its :class:`GraphSpec` as a :class:`GraphSession`
-            (the backend's runtime).
+            (default: the exporter's ``generation_session``, the backend's runtime).
         tokenizer: the model's ``transformers`` tokenizer, saved beside the graphs.
         max_length: the longest prompt + generated sequence, in tokens (default: the position
             limit, at most 2048).
@@ -166,6 +166,7 @@ def export_with_past(
             ``generate``): the loop's tokens differ from eager.
     """
     config = model.config
+    open_session = open_session or exporter.generation_session
     max_length = int(max_length or default_max_length(config))
     limit = default_max_length(config, cap=1 << 30)
     if max_length > limit:
@@ -245,10 +246,11 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
         report.stages.append({"name": role, "seconds": round(sum(s["seconds"] for s in result.report["stages"]), 3)})
     cache = _cache_layout(calls, list(specs["decode"].inputs), list(specs["prefill"].outputs))
     manifest = GenerationManifest(
-        task=WITH_PAST_TASK, architecture=type(model).__name__, backend=exporter.backend,
+        task=WITH_PAST_TASK, architecture=type(model).__name__,
+        backend=exporter.backend.split(".")[0],  # "executorch.xnnpack": the runtime is executorch
         graphs=specs, cache=cache, max_length=max_length, max_batch=max_batch, pad_token_id=pad,
         eos_token_ids=eos_ids, bos_token_id=bos,
-        extra={"constant_kwargs": {k: v for k, v in constant.items() if isinstance(v, bool | int | float | str)}},
+        extra={"registry_backend": exporter.backend, "constant_kwargs": {k: v for k, v in constant.items() if isinstance(v, bool | int | float | str)}},
     )
     manifest.write(staging)
     files = ["prefill", "decode", MANIFEST_NAME]
