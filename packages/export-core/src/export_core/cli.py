@@ -265,10 +265,9 @@ def run_export(
         with lock_output(out_dir):
             try:
                 check_model_dir(model_dir)
-                with _quiet_libraries(args.verbose, quiet_loggers):
-                    result = _export(args, model_dir, out_dir, listener, make_exporter)
+                result = _export(args, model_dir, out_dir, listener, make_exporter, quiet_loggers)
             except ExportError as e:
-                if isinstance(e, LoadError) or e.stage in ("load", "inputs", "task"):
+                if isinstance(e, LoadError) or e.stage in ("imports", "load", "inputs", "task"):
                     report = ExportReport(task=args.task, stage=e.stage, error=str(e),
                                           versions=package_versions(*version_packages))
                     record_failure(out_dir, report, artifact_patterns)
@@ -297,35 +296,46 @@ def run_export(
 
 
 def _export(args: argparse.Namespace, model_dir: Path, out_dir: Path,
-            listener: RichStageListener, make_exporter: Callable[..., DynamoExporter]) -> Any:
-    """The heavy part of :func:`run_export`: torch is imported here."""
-    from .inputs import build_input_sets
-    from .loading import load_model_dir
-    from .stages import StageRecorder
+            listener: RichStageListener, make_exporter: Callable[..., DynamoExporter],
+            quiet_loggers: Sequence[str]) -> Any:
+    """The heavy part of :func:`run_export`: torch is imported here (stage ``imports``); the
+    libraries' loggers are quiet from then until the export ends (:func:`_quiet_libraries`)."""
+    from contextlib import ExitStack
 
-    exporter = make_exporter(args, listener, dynamic=not args.static,
-                             max_artifact_bytes=args.max_artifact_mb)
-    recorder = StageRecorder(exporter.stages, listener)
-    # ── CLI stage 1: load the model directory ──
-    with _cli_stage(recorder, "load"):
-        loaded = load_model_dir(model_dir, args.task)
-    # ── CLI stage 2: build example inputs ──
-    with _cli_stage(recorder, "inputs"):
-        sets = build_input_sets(loaded.model, loaded.config, loaded.task.modality, loaded.tokenizer)
-    exporter = exporter.configured(constant_kwargs=dict(loaded.task.constant_kwargs))
-    return exporter.export(
-        loaded.model,
-        sets.export,
-        output=out_dir,
-        validate=args.validate,
-        validation_inputs=sets.validation,
-        task=loaded.task.name,
-    )
+    from .stages import CLI_PLAN, StageRecorder
+
+    recorder = StageRecorder(CLI_PLAN, listener)
+    with ExitStack() as quiet:
+        # ── CLI stage 1: import torch, transformers and the backend ──
+        with _cli_stage(recorder, "imports"):
+            quiet.enter_context(_quiet_libraries(args.verbose, quiet_loggers))
+            from .inputs import build_input_sets
+            from .loading import load_model_dir
+
+            exporter = make_exporter(args, listener, dynamic=not args.static,
+                                     max_artifact_bytes=args.max_artifact_mb)
+        # ── CLI stage 2: load the model directory ──
+        with _cli_stage(recorder, "load"):
+            loaded = load_model_dir(model_dir, args.task)
+        # ── CLI stage 3: build example inputs ──
+        with _cli_stage(recorder, "inputs"):
+            sets = build_input_sets(loaded.model, loaded.config, loaded.task.modality,
+                                    loaded.tokenizer)
+        exporter = exporter.configured(constant_kwargs=dict(loaded.task.constant_kwargs))
+        return exporter.export(
+            loaded.model,
+            sets.export,
+            output=out_dir,
+            validate=args.validate,
+            validation_inputs=sets.validation,
+            task=loaded.task.name,
+            earlier=recorder.timings,
+        )
 
 
 @contextmanager
 def _cli_stage(recorder: StageRecorder, name: str) -> Iterator[None]:
-    """Time a CLI stage (load, inputs) and tag an unexpected error with its name."""
+    """Time a CLI stage (imports, load, inputs) and tag an unexpected error with its name."""
     with recorder.stage(name):
         try:
             yield

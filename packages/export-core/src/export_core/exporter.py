@@ -38,7 +38,7 @@ from .patching import EXPORT_LOCK, PatchSession, apply_patches
 from .pytree import register_pytree_nodes
 from .registry import DYNAMO_PLAN
 from .report import ExportReport, package_versions
-from .stages import StageListener, StagePlan, StageRecorder
+from .stages import StageListener, StagePlan, StageRecorder, StageTiming
 from .validation import ValidationResult, input_shapes, skipped_validation
 from .validation import validate as _validate
 from .warning_filters import quiet_unactionable_warnings
@@ -418,6 +418,7 @@ class DynamoExporter:
         validation_inputs: Sequence[dict[str, Any] | tuple[Any, ...]] | None = None,
         task: str | None = None,
         capture: CaptureResult | None = None,
+        earlier: Sequence[StageTiming] = (),
     ) -> ExportResult:
         """Capture, lower, save, load and validate; write the report.
 
@@ -444,6 +445,13 @@ class DynamoExporter:
             capture: a capture of ``model`` on ``inputs`` made earlier (by :meth:`capture`,
                 with the same dynamic-shape options): its program is copied and lowered, so
                 several backends can share one capture.
+            earlier: stages the caller timed before this export (the CLI's ``imports``,
+                ``load`` and ``inputs``); they open the report's ``stages``.
+
+        The work of the call is inside its stages (a backend's imports inside the stage that
+        needs them), so the report's stage seconds add up to the call's wall time, less the
+        bookkeeping around them (the report, moving the validated files into ``output``:
+        milliseconds).
 
         Returns:
             An :class:`ExportResult`.
@@ -455,6 +463,7 @@ class DynamoExporter:
                 ...).
         """
         run = self.new_run(task)
+        run.recorder.timings.extend(earlier)
         run.shared_capture = capture is not None
         report, recorder = run.report, run.recorder
         out_dir: Path | None = None

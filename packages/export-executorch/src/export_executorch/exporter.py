@@ -202,8 +202,6 @@ class ExecutorchExporter(DynamoExporter):
             FixError: an FX program or node fix failed.
             LoweringError: ``to_edge_transform_and_lower`` or ``to_executorch`` failed.
         """
-        from executorch.exir import to_edge_transform_and_lower
-
         cfg = self.config
         prep: BackendPreparation = prepared.backend
         key = prep.registry_key
@@ -233,6 +231,8 @@ class ExecutorchExporter(DynamoExporter):
             report.fixes["applied"] = list(fixes)
             # ── ExecuTorch stage 6: edge lowering and partitioning ──
             with run.stage("lower"):
+                from executorch.exir import to_edge_transform_and_lower  # seconds, the first time
+
                 check_budget("the model's weights (a lower bound of model.pte)",
                              weight_bytes(capture.module), cfg.max_artifact_bytes,
                              "max_artifact_bytes", "lower")
