@@ -33,8 +33,8 @@ PICKLE_REFUSED = (
 
 REMOTE_CODE_REFUSED = (
     "this tool never runs code from a model directory (trust_remote_code is off and has no "
-    "option); export a model class transformers ships, or call export_onnx.export / "
-    "export_executorch.export on the module you built yourself"
+    "option); export a model class transformers ships, or pass the module you built yourself "
+    "to a backend's Python export function"
 )
 """Why a ``config.json`` with an ``auto_map`` (custom modelling code) is refused."""
 
