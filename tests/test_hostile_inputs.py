@@ -137,6 +137,19 @@ def test_model_directory_refused(prog: str, damage: Callable[[Path], None], expe
     assert "weights_only=False" not in line and "trust_remote_code=True" not in line
 
 
+def test_safetensors_are_read_before_a_pickle(tiny_model_dir: Callable[[str], Path],
+                                             tmp_path: Path) -> None:
+    """Beside ``model.safetensors``, a hostile ``pytorch_model.bin`` is never unpickled."""
+    from export_core.loading import load_model_dir
+
+    model = _copy(tiny_model_dir, tmp_path)
+    torch.save({"payload": argparse.Namespace(run="anything")}, model / "pytorch_model.bin")
+    before = global_state()
+    loaded = load_model_dir(model)
+    assert loaded.model.config.architectures == ["BertModel"]
+    assert_unchanged(before)
+
+
 def test_no_architectures_with_a_task_exports(tiny_model_dir: Callable[[str], Path],
                                               tmp_path: Path) -> None:
     """The refusal names the way out, and that way works (ONNX only: the cheaper backend)."""
@@ -255,7 +268,7 @@ def test_api_weights_over_budget(backend: str, stage: str, tmp_path: Path) -> No
     message = _api(backend, Lin(), {"x": torch.randn(2, 4)}, tmp_path, BudgetError, stage,
                    max_artifact_bytes=32)
     assert "the model's weights (a lower bound of model." in message
-    assert "take 60 B (60 bytes), above the budget max_artifact_bytes=32 (32 B)" in message
+    assert ": 60 B (60 bytes), above the budget max_artifact_bytes=32 (32 B)" in message
 
 
 @pytest.mark.parametrize("prog, stage", [("export-onnx", "translate"),
@@ -264,12 +277,12 @@ def test_cli_weights_over_budget(prog: str, stage: str, tiny_model_dir: Callable
                                  tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     line = _cli(prog, [str(tiny_model_dir("bert")), "--max-artifact-mb", "0.01"], capsys,
                 tmp_path / "out", stage)
-    assert "above the budget max_artifact_bytes=10485 (10.2 KiB); raise max_artifact_bytes" in line
+    assert "above the budget max_artifact_bytes=10485 (10.2 KiB); raise it (--max-artifact-mb" in line
 
 
 def test_api_arena_over_budget(tmp_path: Path) -> None:
     """Checked after memory planning, before the save: the numbers are the planned ones."""
     message = _api("executorch", Lin(), {"x": torch.randn(2, 4)}, tmp_path, BudgetError,
                    "to_executorch", max_arena_bytes=16, max_batch=8)
-    assert message.startswith("[to_executorch] the planned activation arena (x[0] <= 8) take ")
+    assert message.startswith("[to_executorch] the planned activation arena (x[0] <= 8): ")
     assert "above the budget max_arena_bytes=16 (16 B)" in message

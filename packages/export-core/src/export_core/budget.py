@@ -54,7 +54,8 @@ def check_budget(what: str, size: int, limit: int | None, option: str, stage: st
         what: what was measured (``"the model's weights"``), for the message.
         size: its size in bytes.
         limit: the budget in bytes (``None``: no budget).
-        option: the option that sets the budget, named in the message (``"max_artifact_bytes"``).
+        option: the option that sets the budget, named in the message with its command-line
+            flag (``"max_artifact_bytes"``: ``--max-artifact-mb``).
         stage: the stage that refuses (the one that would have spent the time).
 
     Raises:
@@ -63,7 +64,8 @@ def check_budget(what: str, size: int, limit: int | None, option: str, stage: st
     if limit is None or size <= limit:
         return
     raise BudgetError(
-        f"{what} take {format_bytes(size)} ({size} bytes), above the budget {option}="
-        f"{limit} ({format_bytes(limit)}); raise {option} or export a smaller model",
+        f"{what}: {format_bytes(size)} ({size} bytes), above the budget {option}="
+        f"{limit} ({format_bytes(limit)}); raise it (--{option.removesuffix('_bytes').replace('_', '-')}-mb "
+        f"on the command line) or export a smaller model",
         stage=stage,
     )
