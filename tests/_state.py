@@ -35,9 +35,10 @@ def global_state() -> dict[str, Any]:
     idempotent), so they are made before the snapshot: the check is that an export registers or
     removes nothing else.
     """
-    from export_core.pytree import register_pytree_nodes
     from torch.fx.experimental import _config as fx_config
     from transformers.utils import logging as hf_logging
+
+    from export_core.pytree import register_pytree_nodes
 
     register_pytree_nodes()
     loggers = {name: lg.level for name, lg in logging.root.manager.loggerDict.items()

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 import torch
-from _state import assert_unchanged, global_state
 from torch.export import Dim
 
 import export_executorch
 import export_onnx
-from export_core import BudgetError, CaptureError, ExportError, InputError, LoadError
+from _state import assert_unchanged, global_state
+from export_core import BudgetError, CaptureError, ExportError, InputError
 from export_core.loading import PICKLE_REFUSED
 from export_executorch.cli import main as et_main
 from export_onnx.cli import main as onnx_main

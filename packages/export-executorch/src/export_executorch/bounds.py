@@ -416,7 +416,6 @@ def apply_dim_bounds(
         plan.dims.append(DimBound(name, axis, role, " ".join(sorted(map(str, symbols))), lo, hi,
                                   source))
         if dim is not None and dim.max is None:
-            option = ROLE_OPTIONS.get(role, "max_seq")
             plan.notices.append(
                 f"warning: dynamic_shapes declares {name}[{axis}] as Dim({dim.name!r}) without a "
                 f"max; ExecuTorch plans memory for a bound, so the program accepts {lo} to {hi} "
