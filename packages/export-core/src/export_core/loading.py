@@ -12,7 +12,8 @@ from typing import Any
 from .errors import LoadError
 from .tasks import TaskSpec, infer_task, task_spec
 
-__all__ = ["LoadedModel", "check_model_dir", "load_model_dir", "WEIGHT_FILES"]
+__all__ = ["LoadedModel", "PICKLE_REFUSED", "REMOTE_CODE_REFUSED", "check_model_dir",
+           "load_model_dir", "WEIGHT_FILES"]
 
 logger = logging.getLogger(__name__)
 
@@ -22,6 +23,20 @@ WEIGHT_FILES = (
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
 )
+
+PICKLE_REFUSED = (
+    "pickle weights are loaded with torch.load(weights_only=True) only and this tool offers no "
+    "option to load arbitrary objects; convert the weights to safetensors "
+    "(save_pretrained(..., safe_serialization=True)) with the code that wrote them"
+)
+"""Why a ``pytorch_model.bin`` holding more than tensors is refused, and the next step."""
+
+REMOTE_CODE_REFUSED = (
+    "this tool never runs code from a model directory (trust_remote_code is off and has no "
+    "option); export a model class transformers ships, or pass the module you built yourself "
+    "to a backend's Python export function"
+)
+"""Why a ``config.json`` with an ``auto_map`` (custom modelling code) is refused."""
 
 
 @dataclass
@@ -60,9 +75,15 @@ def check_model_dir(path: Path) -> None:
     if not cfg.is_file():
         raise LoadError(f"{path} has no config.json; it is not a Hugging Face model directory")
     try:
-        json.loads(cfg.read_text())
+        data = json.loads(cfg.read_text())
     except (OSError, ValueError) as e:
         raise LoadError(f"{cfg} is unreadable or not valid JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise LoadError(f"{cfg} holds a JSON {type(data).__name__}, not an object; it is not a "
+                        "Hugging Face config")
+    if data.get("auto_map"):
+        raise LoadError(f"{cfg} asks for custom code (auto_map: "
+                        f"{', '.join(sorted(map(str, data['auto_map'])))}); {REMOTE_CODE_REFUSED}")
     if not any((path / f).is_file() for f in WEIGHT_FILES):
         raise LoadError(f"{path} holds no weights (expected one of {', '.join(WEIGHT_FILES)})")
 
@@ -81,9 +102,18 @@ def load_model_dir(path: str | os.PathLike[str], task: str | None = None) -> Loa
         LoadError: missing/unreadable directory, no or invalid ``config.json``, no or corrupt
             weights, or a config ``transformers`` does not know.
         InputError: unknown task (stage ``load``).
+
+    Weights are read as transformers reads them, never with custom code
+    (``trust_remote_code=False``); ``model.safetensors`` is preferred, a pickle
+    ``pytorch_model.bin`` is read with ``weights_only=True`` (anything but tensors is refused,
+    :data:`PICKLE_REFUSED`). Weights that do not fit the config (a shape mismatch, a weight the
+    model needs that the files lack) are refused rather than initialised at random, and a config
+    without ``architectures`` needs ``task``: the model class is not guessed.
     """
     path = Path(path)
     check_model_dir(path)
+    from .exporter import first_line
+
     try:
         import transformers
         from transformers import AutoConfig
@@ -91,16 +121,28 @@ def load_model_dir(path: str | os.PathLike[str], task: str | None = None) -> Loa
         raise LoadError("loading a model directory needs transformers: pip install 'export-core[transformers]'") from e
 
     try:
-        config = AutoConfig.from_pretrained(path, local_files_only=True)
+        config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     except Exception as e:
-        raise LoadError(f"config.json in {path} cannot be loaded: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+        raise LoadError(f"config.json in {path} cannot be loaded: {first_line(e)}") from e
+    if task is None and not getattr(config, "architectures", None):
+        raise LoadError(
+            f"config.json in {path} names no architectures, so the model class and task cannot "
+            "be inferred; pass --task (feature-extraction for the bare model)"
+        )
     spec = task_spec(task or infer_task(config))
     auto = getattr(transformers, spec.auto_class)
     try:
-        model = auto.from_pretrained(path, local_files_only=True, dtype="float32")
+        model, info = auto.from_pretrained(
+            path, local_files_only=True, dtype="float32", trust_remote_code=False,
+            output_loading_info=True, ignore_mismatched_sizes=True,
+        )
     except Exception as e:
-        first = next((ln for ln in str(e).splitlines() if ln.strip()), "")
-        raise LoadError(f"cannot load {spec.auto_class} for task {spec.name!r} from {path}: {type(e).__name__}: {first}") from e
+        if "weights only load failed" in str(e).lower():
+            raise LoadError(f"the pickle weights in {path} hold objects other than tensors; "
+                            f"{PICKLE_REFUSED}") from e
+        raise LoadError(f"cannot load {spec.auto_class} for task {spec.name!r} from {path}: "
+                        f"{first_line(e)}") from e
+    _check_loading_info(info, path, spec.auto_class)
     model.eval()
     tokenizer = None
     if spec.modality == "text" and any(
@@ -109,7 +151,33 @@ def load_model_dir(path: str | os.PathLike[str], task: str | None = None) -> Loa
         try:
             from transformers import AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True,
+                                                      trust_remote_code=False)
         except Exception as e:
             logger.warning("tokenizer in %s cannot be loaded (%s); inputs are synthesized", path, e)
     return LoadedModel(model=model, config=config, task=spec, path=path, tokenizer=tokenizer)
+
+
+def _check_loading_info(info: dict[str, Any], path: Path, auto_class: str) -> None:
+    """Refuse weights that do not fit the config: transformers would initialise the mismatched
+    and missing ones at random and only log it.
+
+    Raises:
+        LoadError: a weight's shape differs from the config's, or a weight is missing.
+    """
+    mismatched = list(info.get("mismatched_keys") or [])
+    if mismatched:
+        key, found, wanted = mismatched[0]
+        more = f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
+        raise LoadError(
+            f"the weights in {path} do not match its config.json: {key} is "
+            f"{list(found)} in the weights, {list(wanted)} by the config{more}; pass the config "
+            "the weights were saved with"
+        )
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise LoadError(
+            f"the weights in {path} lack {len(missing)} tensor(s) {auto_class} needs ({shown}); "
+            "they would be random: pass the --task whose head the weights were saved with"
+        )

@@ -27,6 +27,7 @@ from typing import Protocol
 __all__ = [
     "ARTIFACT_STAGES",
     "CAPTURE_STAGES",
+    "CLI_PLAN",
     "CLI_STAGES",
     "Stage",
     "StageListener",
@@ -85,10 +86,14 @@ def _numbered(part: str, steps: Iterable[tuple[str, str] | tuple[str, str, tuple
 
 
 CLI_STAGES: tuple[Stage, ...] = _numbered("cli", (
+    ("imports", "import torch, transformers and the backend"),
     ("load", "load the model directory"),
     ("inputs", "build example inputs"),
 ))
-"""Steps the command-line tools run before an export (``export_core.cli``)."""
+"""Steps the command-line tools run before an export (``export_core.cli``); their timings open
+the report's ``stages``, so the stage seconds add up to the command's wall time."""
+
+
 
 CAPTURE_STAGES: tuple[Stage, ...] = _numbered("capture", (
     ("signature", "forward-signature patch"),
@@ -200,6 +205,10 @@ class StagePlan:
         """Every stage as a plain dict (``part``, ``number``, ``name``, ``title``, ``runs``)."""
         return [dict(part=s.part, number=s.number, name=s.name, title=s.title, runs=list(s.runs))
                 for s in self.stages]
+
+
+CLI_PLAN: StagePlan = StagePlan("cli", CLI_STAGES)
+"""The CLI steps alone: what the command-line tools time before the backend is imported."""
 
 
 class StageListener(Protocol):

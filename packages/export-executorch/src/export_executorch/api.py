@@ -35,6 +35,8 @@ def export(
     task: str | None = None,
     atol: float = 1e-4,
     rtol: float = 1e-3,
+    max_artifact_bytes: int | None = None,
+    max_arena_bytes: int | None = None,
     listener: StageListener | None = None,
     capture: CaptureResult | None = None,
 ) -> ExportResult:
@@ -50,7 +52,11 @@ def export(
         backend: ``"xnnpack"`` (CPU, float32, XNNPACK delegate), ``"portable"`` (CPU, float32,
             portable kernels) or ``"cuda"`` (bfloat16, AOTInductor; needs a CUDA GPU).
         dynamic: ``Dim.AUTO`` on every input axis (ignored when ``dynamic_shapes`` is given).
-        dynamic_shapes: ``torch.export``'s ``dynamic_shapes`` structure.
+        dynamic_shapes: ``torch.export``'s ``dynamic_shapes`` structure. A declared
+            ``Dim(max=N)`` is the program's bound (memory is planned for N); a declared ``Dim``
+            without ``max`` gets the bound of its axis role (``max_batch``, ``max_seq``, ...),
+            with a warning; the report's ``bounds.dims`` gives each axis's range and its
+            ``source``.
         validate: compare with eager at the export shapes and at ``validation_inputs`` (or at
             shapes derived from the dynamic axes when omitted; a static export at its own
             shapes on a second set of input values, with ``bounds: None``). ``False``: the
@@ -70,6 +76,10 @@ def export(
         task: recorded in the report.
         atol, rtol: validation tolerances per element (the CUDA backend raises them to its
             bfloat16 minimum).
+        max_artifact_bytes: refuse, before lowering, a model whose weights alone exceed this
+            many bytes (``None``: no budget).
+        max_arena_bytes: refuse, after memory planning and before the save, a program whose
+            planned activation arena exceeds this many bytes (``None``: no budget).
         listener: receives stage start/finish events and the delegation line (progress display).
         capture: a capture of ``model`` on ``inputs`` made earlier
             (``export_core.DynamoExporter(config).capture(model, inputs)`` with the same
@@ -83,7 +93,12 @@ def export(
         ``.program`` (the ``ExecutorchProgramManager``).
 
     Raises:
-        export_core.InputError: unknown backend, a bound given explicitly below an example size.
+        export_core.InputError: unknown backend, a bound given explicitly below an example size,
+            contradictory options (``dynamic=False`` with ``dynamic_shapes`` or a ``max_*``
+            bound), a ``dynamic_shapes`` that does not match ``inputs`` (stage
+            ``dynamic_shapes``).
+        export_core.BudgetError: the weights exceed ``max_artifact_bytes`` (stage ``lower``)
+            or the planned arena ``max_arena_bytes`` (stage ``to_executorch``).
         export_core.ExportError: a subclass naming the failed stage (``CaptureError``,
             ``LoweringError``, ``RuntimeLoadError``, ``ValidationError``, ``OutputError``).
     """
@@ -99,6 +114,8 @@ def export(
         max_audio_samples=max_audio_samples,
         atol=atol,
         rtol=rtol,
+        max_artifact_bytes=max_artifact_bytes,
+        max_arena_bytes=max_arena_bytes,
     )
     return ExecutorchExporter(config, listener=listener).export(
         model, inputs, output=output, validate=validate, validation_inputs=validation_inputs,

@@ -45,6 +45,7 @@ import torch
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
+from export_core.dynamic_shapes import DeclaredDim
 from export_core.errors import InputError
 
 __all__ = [
@@ -146,6 +147,10 @@ class DimBound:
         role: ``batch``, ``sequence`` or ``image``.
         symbol: the ``torch.export`` symbol (``s27``); axes sharing a symbol share the range.
         min, max: the admitted sizes, inclusive.
+        source: where ``max`` came from: ``"declared Dim('edges', max=24)"``, ``"the model
+            (...)"`` (a range ``torch.export`` traced, such as a position limit), or the role's
+            option and its origin (``"max_batch from default"``, ``"max_seq from
+            config.max_position_embeddings"``, ``"max_seq from option"``).
     """
 
     input: str
@@ -154,6 +159,7 @@ class DimBound:
     symbol: str
     min: int
     max: int
+    source: str = ""
 
 
 @dataclass
@@ -327,11 +333,15 @@ def apply_dim_bounds(
     program: torch.export.ExportedProgram,
     input_names: list[str],
     limits: DimLimits,
+    declared: dict[tuple[str, int], DeclaredDim] | None = None,
 ) -> BoundsPlan:
     """Give every symbol of the program's user inputs the range ``[1, cap]`` (in place).
 
     A derived cap below an example size is raised to that size (the plan's ``limits`` and
     ``sources`` show it); a symbol shared by axes of several roles gets the largest of their caps.
+    An axis the caller declared with ``Dim(max=N)`` gets N (memory is planned for it), whatever
+    the role's cap; an axis declared with a ``Dim`` without ``max`` gets its role's cap and a
+    notice saying so (ExecuTorch cannot plan an unbounded axis).
 
     Args:
         program: the captured ``ExportedProgram``; its ``range_constraints`` and the shape
@@ -339,14 +349,18 @@ def apply_dim_bounds(
             the shape environment back).
         input_names: artifact input names, one per user input placeholder, in order.
         limits: the caps per role.
+        declared: the ``Dim`` objects of the caller's ``dynamic_shapes`` by ``(input, axis)``
+            (:func:`export_core.dynamic_shapes.declared_dims`).
 
     Returns:
-        The :class:`BoundsPlan` (empty ``dims`` for a static program).
+        The :class:`BoundsPlan` (empty ``dims`` for a static program); each
+        :class:`DimBound`'s ``source`` says where its range came from.
 
     Raises:
         InputError: (stage ``bounds``) an explicit cap (an option) is below an input's example
             size.
     """
+    declared = declared or {}
     axes: list[tuple[str, int, str, frozenset[sympy.Symbol], int | None]] = []
     shape_env = None
     for i, node in enumerate(_user_placeholders(program)):
@@ -359,17 +373,28 @@ def apply_dim_bounds(
             example = int(size.node.hint) if size.node.hint is not None else None
             role = axis_role(name, value, axis)
             axes.append((name, axis, role, frozenset(size.node.expr.free_symbols), example))
-    limits = _fit_examples(limits, axes)
+    bounded = {key for key, d in declared.items() if d.max is not None}
+    limits = _fit_examples(limits, [a for a in axes if (a[0], a[1]) not in bounded])
     cap_of: dict[sympy.Symbol, int] = {}
-    for _, _, role, symbols, _ in axes:
+    declared_cap: dict[sympy.Symbol, int] = {}
+    for name, axis, role, symbols, _ in axes:
+        dim = declared.get((name, axis))
         for sym in symbols:
-            cap_of[sym] = max(cap_of.get(sym, 0), limits.for_role(role))
+            if dim is not None and dim.max is not None:
+                declared_cap[sym] = min(declared_cap.get(sym, dim.max), dim.max)
+            else:
+                cap_of[sym] = max(cap_of.get(sym, 0), limits.for_role(role))
     chosen: dict[sympy.Symbol, tuple[int, int]] = {}
-    for sym, cap in cap_of.items():
+    model_bound: set[sympy.Symbol] = set()
+    for sym in dict.fromkeys([*cap_of, *declared_cap]):
+        cap = declared_cap.get(sym, cap_of.get(sym))
         old = program.range_constraints.get(sym)
         lo = _as_int(old.lower) if old is not None else 2
         hi = _as_int(old.upper) if old is not None else None
-        lo = 1 if lo is None or lo == 2 else lo
+        # torch.export's default lower bound: 2 for Dim.AUTO, 0 for a Dim without min
+        lo = 1 if lo is None or lo in (0, 2) else lo
+        if hi is not None and hi < cap:
+            model_bound.add(sym)
         chosen[sym] = (lo, cap if hi is None else min(hi, cap))
     previous: dict[sympy.Symbol, Any] = {}
     for sym, (lo, hi) in chosen.items():
@@ -386,8 +411,30 @@ def apply_dim_bounds(
         seen.add((name, axis))
         ranges = [chosen[sym] for sym in symbols]
         lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
-        plan.dims.append(DimBound(name, axis, role, " ".join(sorted(map(str, symbols))), lo, hi))
+        dim = declared.get((name, axis))
+        source = _dim_source(dim, role, limits, any(sym in model_bound for sym in symbols))
+        plan.dims.append(DimBound(name, axis, role, " ".join(sorted(map(str, symbols))), lo, hi,
+                                  source))
+        if dim is not None and dim.max is None:
+            plan.notices.append(
+                f"warning: dynamic_shapes declares {name}[{axis}] as Dim({dim.name!r}) without a "
+                f"max; ExecuTorch plans memory for a bound, so the program accepts {lo} to {hi} "
+                f"({source}); give Dim({dim.name!r}, max=N) for another bound"
+            )
     return _effective_limits(plan)
+
+
+def _dim_source(dim: DeclaredDim | None, role: str, limits: DimLimits, model: bool) -> str:
+    """Where one axis's upper bound came from, for the report."""
+    if model:
+        return "the model (the range torch.export traced, e.g. its position limit)"
+    option = ROLE_OPTIONS.get(role, "max_seq")
+    derived = f"{option} from {limits.sources.get(option, 'default')}"
+    if dim is None:
+        return derived
+    if dim.max is not None:
+        return f"declared Dim({dim.name!r}, max={dim.max})"
+    return f"declared Dim({dim.name!r}) without max; {derived}"
 
 
 def _effective_limits(plan: BoundsPlan) -> BoundsPlan:
@@ -396,8 +443,11 @@ def _effective_limits(plan: BoundsPlan) -> BoundsPlan:
     options."""
     changes: dict[str, int] = {}
     sources = dict(plan.limits.sources)
-    for role in dict.fromkeys(d.role for d in plan.dims):
-        accepted = max(d.max for d in plan.dims if d.role == role)
+    # an axis declared with Dim(max=N) has the caller's bound, not its role's
+    derived = [d for d in plan.dims
+               if not (d.source.startswith("declared Dim(") and "without max" not in d.source)]
+    for role in dict.fromkeys(d.role for d in derived):
+        accepted = max(d.max for d in derived if d.role == role)
         cap = plan.limits.for_role(role)
         if accepted >= cap:
             continue

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from export_core.cli import base_parser, main_flow
+from export_core.cli import base_parser, main_flow, positive_mib
 
 from .backend_names import ARTIFACT_PATTERNS, BACKENDS, DEFAULT_BACKEND, VERSION_PACKAGES
 from .stages import BACKEND
@@ -38,7 +38,7 @@ def _positive(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """``export-executorch [MODEL] [-o OUT] [--backend xnnpack|portable|cuda] [--static]
     [--no-validate] [--max-batch N] [--max-seq N] [--max-image-size N]
-    [--max-audio-samples N]``."""
+    [--max-audio-samples N] [--max-artifact-mb MB] [--max-arena-mb MB]``."""
     p = base_parser(
         "export-executorch",
         "Export a Hugging Face model directory (default: the embedded all-MiniLM-L6-v2) to an "
@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-audio-samples", type=_positive, metavar="N",
                    help="longest waveform (input_values) the program accepts, in samples "
                    "(default: 1 s at the config's sampling_rate, else 16000)")
+    p.add_argument("--max-arena-mb", type=positive_mib, metavar="MB",
+                   help="refuse, after memory planning and before the save, a program whose "
+                   "planned activation arena exceeds MB mebibytes (default: no limit)")
     return p
 
 
@@ -70,6 +73,7 @@ def _make(args: argparse.Namespace, listener: RichStageListener, **common: Any) 
         max_seq=args.max_seq,
         max_image_size=args.max_image_size,
         max_audio_samples=args.max_audio_samples,
+        max_arena_bytes=args.max_arena_mb,
         **common,
     )
     return ExecutorchExporter(config, listener=listener)

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from export_core.budget import check_budget, weight_bytes
 from export_core.errors import ExportError, InputError, LoweringError
 from export_core.exporter import (
     CaptureResult,
@@ -31,7 +32,7 @@ from export_core.stages import StageListener
 from . import workarounds as _workarounds  # noqa: F401  (registers the ExecuTorch workarounds)
 from .backend_names import ARTIFACT_PATTERNS, PROGRAM_NAME, VERSION_PACKAGES
 from .backends import BackendPreparation, check_backend, prepare_backend
-from .bounds import BoundsPlan
+from .bounds import ROLE_OPTIONS, BoundsPlan
 from .delegation import delegation_summary, format_delegation
 from .memory import arena_warning, format_bytes, memory_plan
 from .runner import ExecutorchRunner
@@ -58,8 +59,16 @@ class ExecutorchConfig(DynamoConfig):
         max_audio_samples: upper bound of waveform axes, in samples (``None``: 1 s at the
             config's ``sampling_rate``, else 16000).
 
+        max_arena_bytes: budget of the planned activation arena in bytes (``None``: none),
+            checked after memory planning, before the save
+            (:class:`~export_core.errors.BudgetError`).
+
     A derived bound (``None``) below the example inputs' size is raised to it; see
     :mod:`export_executorch.bounds`.
+
+    Raises:
+        InputError: (at construction) contradictory options (a ``max_*`` bound on a static
+            export, and those of :class:`~export_core.exporter.DynamoConfig`).
     """
 
     backend: str = "xnnpack"
@@ -67,6 +76,21 @@ class ExecutorchConfig(DynamoConfig):
     max_seq: int | None = None
     max_image_size: int | None = None
     max_audio_samples: int | None = None
+    max_arena_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.is_static:
+            given = [f"{name}={getattr(self, name)}" for name in ROLE_OPTIONS.values()
+                     if getattr(self, name) is not None]
+            if given:
+                raise InputError(
+                    f"{', '.join(given)} contradicts a static export (dynamic=False / --static): "
+                    "a static program accepts the example shapes only; drop one of them"
+                )
+
+    def _budget_fields(self) -> tuple[str, ...]:
+        return ("max_arena_bytes",)
 
 
 @dataclass(frozen=True)
@@ -87,6 +111,12 @@ class ExecutorchLowered(Lowered):
     delegation: dict[str, Any] = field(default_factory=dict)
     memory: dict[str, Any] = field(default_factory=dict)
     fixes: tuple[str, ...] = ()
+
+
+def _bounds_text(bounds: BoundsPlan | None) -> str:
+    """``"x[0] <= 8, x[1] <= 64"``: the upper bounds the arena is planned for."""
+    dims = bounds.dims if bounds is not None else []
+    return ", ".join(f"{d.input}[{d.axis}] <= {d.max}" for d in dims) or "static shapes"
 
 
 def _cast_floats(value: Any, dtype: torch.dtype) -> Any:
@@ -166,11 +196,12 @@ class ExecutorchExporter(DynamoExporter):
 
         Raises:
             InputError: (stage ``fx_program_fixes``) a bound is below an example size.
+            BudgetError: the weights exceed ``max_artifact_bytes`` (stage ``lower``, before
+                lowering) or the planned arena ``max_arena_bytes`` (stage ``to_executorch``,
+                before the save).
             FixError: an FX program or node fix failed.
             LoweringError: ``to_edge_transform_and_lower`` or ``to_executorch`` failed.
         """
-        from executorch.exir import to_edge_transform_and_lower
-
         cfg = self.config
         prep: BackendPreparation = prepared.backend
         key = prep.registry_key
@@ -200,6 +231,11 @@ class ExecutorchExporter(DynamoExporter):
             report.fixes["applied"] = list(fixes)
             # ── ExecuTorch stage 6: edge lowering and partitioning ──
             with run.stage("lower"):
+                from executorch.exir import to_edge_transform_and_lower  # seconds, the first time
+
+                check_budget("the model's weights (a lower bound of model.pte)",
+                             weight_bytes(capture.module), cfg.max_artifact_bytes,
+                             "max_artifact_bytes", "lower")
                 try:
                     program = node_fixes.program
                     if prep.decompositions:
@@ -226,6 +262,9 @@ class ExecutorchExporter(DynamoExporter):
                 except Exception as e:
                     raise LoweringError(f"to_executorch failed: {first_line(e)}", stage="to_executorch") from e
                 memory = memory_plan(manager)
+                check_budget(f"the planned activation arena ({_bounds_text(bounds)})",
+                             memory["arena_bytes"], cfg.max_arena_bytes, "max_arena_bytes",
+                             "to_executorch")
                 warning = arena_warning(memory["arena_bytes"], report.extra.get("bounds") or {})
                 if warning:
                     memory["warning"] = warning

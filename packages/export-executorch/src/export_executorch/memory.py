@@ -4,22 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from export_core.budget import format_bytes
+
 from .bounds import ROLE_OPTIONS
 
 __all__ = ["ARENA_WARN_BYTES", "arena_warning", "format_bytes", "memory_plan"]
 
 ARENA_WARN_BYTES = 1 << 30
 """Planned arenas above this (1 GiB) get a warning suggesting smaller bounds."""
-
-
-def format_bytes(n: int) -> str:
-    """``1536`` -> ``"1.5 KiB"``."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"  # pragma: no cover
 
 
 def memory_plan(manager: Any, method: str = "forward") -> dict[str, Any]:

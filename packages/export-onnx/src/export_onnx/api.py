@@ -32,6 +32,7 @@ def export(
     task: str | None = None,
     atol: float = 1e-4,
     rtol: float = 1e-3,
+    max_artifact_bytes: int | None = None,
     listener: StageListener | None = None,
     capture: CaptureResult | None = None,
 ) -> ExportResult:
@@ -55,6 +56,8 @@ def export(
         strict: trace with TorchDynamo.
         task: recorded in the report.
         atol, rtol: validation tolerances per element.
+        max_artifact_bytes: refuse, before translation, a model whose weights alone exceed
+            this many bytes (``None``: no budget).
         listener: receives stage start/finish events (progress display).
         capture: a capture of ``model`` on ``inputs`` made earlier
             (``export_core.DynamoExporter(config).capture(model, inputs)`` with the same
@@ -67,7 +70,11 @@ def export(
         ``.program`` (the ``ONNXProgram``).
 
     Raises:
-        export_core.InputError: ``opset`` outside the supported range.
+        export_core.InputError: ``opset`` outside the supported range, contradictory options
+            (``dynamic=False`` with ``dynamic_shapes``), a ``dynamic_shapes`` that does not
+            match ``inputs`` (stage ``dynamic_shapes``).
+        export_core.BudgetError: (stage ``translate``) the weights exceed
+            ``max_artifact_bytes``.
         export_core.ExportError: a subclass naming the failed stage; ``OutputError`` (stage
             ``output``) when another export holds ``output``. A failure leaves an earlier
             successful export in ``output`` as it was (see :mod:`export_core.output`).
@@ -81,6 +88,7 @@ def export(
         optimize=optimize,
         atol=atol,
         rtol=rtol,
+        max_artifact_bytes=max_artifact_bytes,
     )
     return OnnxExporter(config, listener=listener).export(
         model, inputs, output=output, validate=validate, validation_inputs=validation_inputs,

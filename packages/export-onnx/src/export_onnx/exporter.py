@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from export_core.budget import check_budget, weight_bytes
 from export_core.errors import ExportError, OutputError, TranslationError
 from export_core.exporter import (
     CaptureResult,
@@ -61,6 +62,7 @@ class OnnxConfig(DynamoConfig):
     external_data_threshold: int = EXTERNAL_DATA_THRESHOLD
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_opset(self.opset)
 
 
@@ -99,6 +101,8 @@ class OnnxExporter(DynamoExporter):
         """Run the ONNX stages on the captured program.
 
         Raises:
+            BudgetError: (stage ``translate``, before translating) the model's weights exceed
+                ``config.max_artifact_bytes``.
             FixError: a node or IR fix failed.
             TranslationError: ``torch.onnx`` could not translate the program.
         """
@@ -113,6 +117,9 @@ class OnnxExporter(DynamoExporter):
                 fixed = apply_fx_node_fixes(capture.program, BACKEND, stage="fx_node_fixes")
             # ── ONNX stage 4: ONNX translation ──
             with run.stage("translate"):
+                check_budget("the model's weights (a lower bound of model.onnx)",
+                             weight_bytes(capture.module), cfg.max_artifact_bytes,
+                             "max_artifact_bytes", "translate")
                 try:
                     onnx_program = torch.onnx.export(
                         fixed.program,

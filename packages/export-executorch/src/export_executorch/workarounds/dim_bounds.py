@@ -5,9 +5,11 @@ ExecuTorch plans every activation buffer at the upper bound of its dynamic dimen
 for the example size, and the program rejects every larger input at run time (error ``0x10``).
 The fix writes ``[1, cap]`` into the program's range constraints and its symbols' shape
 environment, with caps per axis role chosen by :func:`export_executorch.bounds.dim_limits` from
-the config's options and the model's config (see :mod:`export_executorch.bounds`)::
+the config's options and the model's config (see :mod:`export_executorch.bounds`); an axis the
+caller declared as ``Dim(max=N)`` keeps N::
 
     range_constraints[s] = [2, int_oo]  →  [1, min(model bound, cap(role of s))]
+    range_constraints[s] = [2, N]       →  [1, N]            (declared Dim(max=N))
 
 The :class:`~export_executorch.bounds.BoundsPlan` it returns as its details is the report's
 ``bounds`` and decides which validation input sets the program can accept.
@@ -21,6 +23,7 @@ from typing import Any
 
 import torch
 
+from export_core.dynamic_shapes import declared_dims
 from export_core.fixes import FixContext, FixResult
 from export_core.registry import register_fx_program_fix
 
@@ -66,5 +69,8 @@ def bound_dynamic_dims(program: torch.export.ExportedProgram, context: FixContex
         max_image_size=getattr(cfg, "max_image_size", None),
         max_audio_samples=getattr(cfg, "max_audio_samples", None),
     )
-    plan = apply_dim_bounds(program, context.capture.input_names, limits)
+    capture = context.capture
+    declared = declared_dims(capture.kwargs or capture.args, capture.dynamic_shapes,
+                             capture.input_names)
+    plan = apply_dim_bounds(program, capture.input_names, limits, declared)
     return FixResult(program, bool(plan.dims), plan)
