@@ -11,6 +11,7 @@ of :func:`main_flow` (:mod:`export_core.interrupts`).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import re
@@ -31,8 +32,9 @@ if TYPE_CHECKING:
     from .progress import RichStageListener
     from .stages import StageRecorder
 
-__all__ = ["DEMO_PACKAGE", "HUB_ID_MESSAGE", "WORKAROUNDS_COMMAND", "base_parser", "check_model_arg",
-           "demo_model_dir", "main_flow", "positive_mib", "run_export", "workarounds_command"]
+__all__ = ["DEMO_PACKAGE", "GENERATE_COMMAND", "HUB_ID_MESSAGE", "WORKAROUNDS_COMMAND", "base_parser",
+           "check_model_arg", "demo_model_dir", "generate_command", "generate_parser", "main_flow",
+           "positive_mib", "run_export", "workarounds_command"]
 
 HUB_ID_MESSAGE = "hub ids are not supported here; pass a directory written by save_pretrained"
 """The error for a MODEL that is no directory but reads like a Hugging Face Hub id."""
@@ -98,10 +100,26 @@ def base_parser(prog: str, description: str, artifact: str) -> argparse.Argument
     p.add_argument("--max-artifact-mb", type=positive_mib, metavar="MB",
                    help=f"refuse, before translating or lowering, a model whose weights alone "
                    f"(a lower bound of {artifact}) exceed MB mebibytes (default: no limit)")
+    p.add_argument("--max-batch", type=_positive, metavar="N", default=None,
+                   help="largest batch the artifact accepts: the graphs of a -with-past export "
+                        "(default 4) and, on ExecuTorch, every program (default 8)")
+    p.add_argument("--max-length", type=_positive, metavar="N",
+                   help="-with-past tasks: the longest prompt + generated sequence the graphs "
+                        "accept, in tokens (default: the model's position limit, at most 2048)")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="print only warnings and errors")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     return p
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
 
 
 def workarounds_command(argv: Sequence[str], prog: str, backend: str) -> int | None:
@@ -121,6 +139,80 @@ def workarounds_command(argv: Sequence[str], prog: str, backend: str) -> int | N
     for name, error in errors.items():
         print(f"{prog}: backend {name} failed to load: {error}", file=sys.stderr)
     return 1 if errors else 0
+
+
+GENERATE_COMMAND = "generate"
+"""``<prog> generate OUT --prompt TEXT`` generates text from a ``-with-past`` export."""
+
+
+def generate_parser(prog: str) -> argparse.ArgumentParser:
+    """The options of ``<prog> generate``."""
+    p = argparse.ArgumentParser(
+        prog=f"{prog} {GENERATE_COMMAND}",
+        description="Generate text from a text-generation-with-past export directory, with the "
+                    "tokenizer saved beside the graphs; no eager model is loaded.")
+    p.add_argument("directory", metavar="OUT", help="the export directory (holds generation.json)")
+    p.add_argument("--prompt", action="append", required=True, metavar="TEXT",
+                   help="a prompt; repeat for a batch (left-padded)")
+    p.add_argument("--max-new-tokens", type=_positive, default=32, metavar="N",
+                   help="token budget per prompt (default 32)")
+    p.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
+    p.add_argument("--temperature", type=float, default=1.0, metavar="T")
+    p.add_argument("--top-k", type=int, default=0, metavar="K", help="0: no top-k filter")
+    p.add_argument("--top-p", type=float, default=1.0, metavar="P", help="1.0: no nucleus filter")
+    p.add_argument("--seed", type=int, default=None, metavar="S", help="seed of the sampler")
+    p.add_argument("--ignore-eos", action="store_true", help="generate the full budget")
+    return p
+
+
+def generate_command(argv: Sequence[str], prog: str, make_generator: Callable[[Path], Any]) -> int | None:
+    """Handle ``<prog> generate OUT --prompt TEXT ...``: print the generated text to stdout as it
+    is produced (one prompt: token by token; several: one line per prompt at the end,
+    ``[i] "text"`` with the text as a JSON string). Returns
+    the exit code (1 with one line on stderr on failure), or ``None`` when ``argv`` is not that
+    command.
+
+    Args:
+        argv: the command line after the program name.
+        prog: the command's name, for messages.
+        make_generator: loads an export directory as the backend's
+            :class:`~export_core.generation.generator.Generator`.
+    """
+    if not argv or argv[0] != GENERATE_COMMAND:
+        return None
+    args = generate_parser(prog).parse_args(list(argv[1:]))
+    options = {"max_new_tokens": args.max_new_tokens, "do_sample": args.do_sample,
+               "temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p,
+               "seed": args.seed, "stop_on_eos": not args.ignore_eos}
+    try:
+        generator = make_generator(Path(args.directory))
+        if len(args.prompt) == 1:
+            _stream_one(generator, args.prompt[0], options)
+        else:
+            for i, text in enumerate(generator.generate_text(args.prompt, **options)):
+                # one line per prompt: the text as a JSON string (it may hold newlines)
+                print(f"[{i}] {json.dumps(text, ensure_ascii=False)}", flush=True)
+    except ExportError as e:
+        print(f"{prog} {GENERATE_COMMAND}: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _stream_one(generator: Any, prompt: str, options: dict[str, Any]) -> None:
+    """Print one prompt's continuation as it is produced: the text of all tokens so far is
+    decoded each step and only the new suffix printed (a token may complete a character)."""
+    tokens: list[int] = []
+    printed = ""
+    for step in generator.stream([prompt], **options):
+        if not (step.finished[0] and step.tokens[0] in generator.manifest.eos_token_ids):
+            tokens.append(int(step.tokens[0]))
+        text = generator.tokenizer.decode(tokens)
+        if text.startswith(printed):
+            sys.stdout.write(text[len(printed):])
+            sys.stdout.flush()
+            printed = text
+    sys.stdout.write("\n")
+    sys.stdout.flush()
 
 
 def check_model_arg(model: str) -> Path:
@@ -183,9 +275,10 @@ def main_flow(
     artifact_patterns: Sequence[str],
     version_packages: Sequence[str] = (),
     quiet_loggers: Sequence[str] = (),
+    make_generator: Callable[[Path], Any] | None = None,
 ) -> int:
-    """The body of a backend's ``main``: signals first, then the ``workarounds`` command or the
-    parsed options and :func:`run_export`.
+    """The body of a backend's ``main``: signals first, then the ``workarounds`` or
+    ``generate`` command, or the parsed options and :func:`run_export`.
 
     SIGINT and SIGTERM at any moment end the command with one line on stderr and exit code 130
     or 143 (``128 + signal``); the output directory is left as it was (see
@@ -198,6 +291,8 @@ def main_flow(
         build_parser: makes the backend's parser (parsing imports nothing heavy).
         make_exporter, artifact_patterns, version_packages, quiet_loggers: see
             :func:`run_export`.
+        make_generator: loads an export directory for ``<prog> generate`` (see
+            :func:`generate_command`).
 
     Returns:
         The exit code.
@@ -210,6 +305,10 @@ def main_flow(
             listed = workarounds_command(args_list, prog, backend)
             if listed is not None:
                 return listed
+            if make_generator is not None:
+                generated = generate_command(args_list, prog, make_generator)
+                if generated is not None:
+                    return generated
             args = build_parser().parse_args(args_list)
             return run_export(args, prog=prog, make_exporter=make_exporter,
                               artifact_patterns=artifact_patterns,
@@ -280,6 +379,9 @@ def run_export(
                     f"{out_dir / FAILED_REPORT_NAME})")
         print(f"{prog}: error: {e}{kept}", file=sys.stderr)
         return 1
+    if hasattr(result, "manifest"):
+        _print_generative(prog, result, listener, out_dir)
+        return 0
     v = result.validation
     if v is None:
         listener.warning(f"{prog}: validation skipped (--no-validate): the artifact was not "
@@ -293,6 +395,23 @@ def run_export(
         )
     listener.info(f"wrote {result.path} and {out_dir / 'export_report.json'}")
     return 0
+
+
+def _print_generative(prog: str, result: Any, listener: RichStageListener, out_dir: Path) -> None:
+    """The closing lines of a ``-with-past`` export: the token comparison and what was written."""
+    check = result.check
+    if check is None:
+        listener.warning(f"{prog}: validation skipped (--no-validate): the graphs were not "
+                         "compared with eager generate()")
+    else:
+        tokens = sum(sum(c.compared) for c in check.cases)
+        ties = sum(t is not None for c in check.cases for t in c.ties)
+        listener.info(f"generated {tokens} tokens in {len(check.cases)} cases, equal to eager "
+                      f"generate()" + (f" ({ties} row(s) ended at a top-2 tie)" if ties else ""))
+    m = result.manifest
+    listener.info(f"wrote {', '.join(sorted(g.path for g in m.graphs.values()))} and generation.json "
+                  f"in {out_dir} (batch <= {m.max_batch}, length <= {m.max_length}); try "
+                  f"'{prog} generate {out_dir} --prompt TEXT'")
 
 
 def _export(args: argparse.Namespace, model_dir: Path, out_dir: Path,
@@ -317,6 +436,20 @@ def _export(args: argparse.Namespace, model_dir: Path, out_dir: Path,
         # ── CLI stage 2: load the model directory ──
         with _cli_stage(recorder, "load"):
             loaded = load_model_dir(model_dir, args.task)
+        if loaded.task.with_past:
+            from .generation.export import export_with_past
+
+            return export_with_past(exporter, loaded.model, output=out_dir, tokenizer=loaded.tokenizer,
+                                    max_length=args.max_length, max_batch=args.max_batch or 4,
+                                    validate=args.validate)
+        offending = [name for name, given in (
+            ("--max-length", args.max_length is not None),
+            # an ExecuTorch program has a batch bound of its own; an ONNX graph has none
+            ("--max-batch", args.max_batch is not None and not hasattr(exporter.config, "max_batch")),
+        ) if given]
+        if offending:
+            raise ExportError(f"{' and '.join(offending)} appl{'ies' if len(offending) == 1 else 'y'} "
+                              f"to the -with-past tasks only, not to {loaded.task.name!r}", stage="task")
         # ── CLI stage 3: build example inputs ──
         with _cli_stage(recorder, "inputs"):
             sets = build_input_sets(loaded.model, loaded.config, loaded.task.modality,

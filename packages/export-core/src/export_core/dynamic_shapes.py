@@ -15,7 +15,7 @@ from torch.export import Dim
 
 from .errors import InputError
 
-__all__ = ["auto_dynamic_shapes", "check_dynamic_shapes", "declared_dims", "specialised_dims",
+__all__ = ["auto_dynamic_shapes", "check_dynamic_shapes", "declared_dims", "spec_tree", "specialised_dims",
            "resized_inputs", "revalued_inputs", "DeclaredDim", "DIM_AUTO"]
 
 DIM_AUTO = Dim.AUTO
@@ -27,11 +27,29 @@ def _auto_for(leaf: Any) -> Any:
     return None
 
 
+def spec_tree(value: Any, leaf_spec: Any) -> Any:
+    """``value``'s ``dynamic_shapes`` entry: ``leaf_spec(tensor)`` at each tensor, dicts, lists and
+    tuples kept, and a registered custom pytree node (a ``transformers`` cache, a dataclass) as
+    the list of its children's entries, the form ``torch.export`` expects for such a node."""
+    if isinstance(value, torch.Tensor):
+        return leaf_spec(value)
+    if isinstance(value, dict):
+        return {k: spec_tree(v, leaf_spec) for k, v in value.items()}
+    if isinstance(value, list | tuple) and type(value) in (list, tuple):
+        return type(value)(spec_tree(v, leaf_spec) for v in value)
+    node = pytree.SUPPORTED_NODES.get(type(value))
+    if node is not None:
+        children, _ = node.flatten_fn(value)
+        return [spec_tree(c, leaf_spec) for c in children]
+    return None
+
+
 def auto_dynamic_shapes(inputs: dict[str, Any] | tuple[Any, ...]) -> dict[str, Any] | tuple[Any, ...]:
     """``dynamic_shapes`` with ``Dim.AUTO`` on every axis of every tensor and cache leaf.
 
     ``torch.export`` then decides per axis: axes the model treats as static (hidden size,
-    channels) are specialised silently; the others become symbols.
+    channels) are specialised silently; the others become symbols. A cache (any registered
+    pytree node) gets the list of its children's entries.
 
     Args:
         inputs: the ``forward`` keyword arguments (dict) or positional arguments (tuple).
@@ -40,10 +58,8 @@ def auto_dynamic_shapes(inputs: dict[str, Any] | tuple[Any, ...]) -> dict[str, A
         A structure matching ``inputs`` in ``torch.export``'s ``dynamic_shapes`` format.
     """
     if isinstance(inputs, dict):
-        return {k: pytree.tree_map(_auto_for, v) if not isinstance(v, torch.Tensor) else _auto_for(v)
-                for k, v in inputs.items()}
-    return tuple(pytree.tree_map(_auto_for, v) if not isinstance(v, torch.Tensor) else _auto_for(v)
-                 for v in inputs)
+        return {k: spec_tree(v, _auto_for) for k, v in inputs.items()}
+    return tuple(spec_tree(v, _auto_for) for v in inputs)
 
 
 @dataclass(frozen=True)

@@ -637,6 +637,15 @@ class DynamoExporter:
 
         return run
 
+    def generation_session(self, path: Path, spec: Any) -> Any:
+        """Load one saved graph of a generative export (``path``, its manifest entry ``spec``)
+        as an :class:`export_core.generation.loop.GraphSession` in the backend's runtime.
+
+        Raises:
+            NotImplementedError: the backend has no generation runtime (the base exporter).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no generation runtime")
+
     def capture(
         self,
         model: torch.nn.Module,
@@ -716,7 +725,8 @@ class DynamoExporter:
             with run.stage("capture"), _state_cleanup(model):
                 try:
                     with torch.no_grad():
-                        eager_out = module(*args, **kwargs)
+                        # on copies: a cache among the inputs is updated in place by the forward
+                        eager_out = module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
                     output_names = leaf_names(eager_out, cache_name="present")
                 except Exception as e:
                     raise CaptureError(

@@ -258,6 +258,21 @@ def earlier_export(directory: Path) -> EarlierExport | None:
     return EarlierExport(path, tuple(str(f) for f in files if isinstance(f, str)))
 
 
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _replace(source: Path, target: Path, staging: Path) -> None:
+    """Move ``source`` onto ``target``: a file by one rename; a directory (one graph of a
+    generative export) after moving the old one into ``staging``, where it is removed with it."""
+    if source.is_dir() and (target.exists() or target.is_symlink()):
+        os.replace(target, staging / f".replaced-{target.name}")
+    os.replace(source, target)
+
+
 def _matching(directory: Path, patterns: Iterable[str]) -> set[str]:
     return {p.name for pattern in patterns for p in directory.glob(pattern) if p.is_file()}
 
@@ -304,7 +319,8 @@ def commit_export(
     Args:
         staging: the staging directory the files were written and validated in.
         directory: the output directory (its lock is held by the caller).
-        files: names of the artifact files in ``staging``, the artifact first.
+        files: names of the artifact files in ``staging``, the artifact first; an entry may be
+            a directory (a generative export's ``prefill`` / ``decode`` graphs).
         report: the finished report (``files`` is set to ``files``).
         artifact_patterns: glob patterns of the backend's artifact files.
 
@@ -325,10 +341,10 @@ def commit_export(
     try:
         with deferred_signals():
             for name in files:
-                os.replace(staging / name, directory / name)
+                _replace(staging / name, directory / name, staging)
             report.write(directory)
             for name in sorted(stale):
-                (directory / name).unlink(missing_ok=True)
+                _remove(directory / name)
             (directory / FAILED_REPORT_NAME).unlink(missing_ok=True)
     except OSError as e:
         raise OutputError(f"cannot move the artifact into {directory}: {e}", stage="save") from e

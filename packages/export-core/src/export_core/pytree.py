@@ -3,8 +3,10 @@
 ``torch.export`` flattens inputs and outputs with ``torch.utils._pytree``. ``transformers``
 registers its ``ModelOutput`` subclasses itself; caches are plain Python objects it does not
 register. Here every ``Cache`` subclass and every cache-layer class is registered generically:
-tensor attributes, nested caches and lists of layers are children, all other attributes are the
-context. A flatten -> unflatten -> flatten round trip checks each registration.
+public tensor attributes, nested caches and lists of layers are children, all other attributes
+(private tensors such as a sliding window's size included) are the context. The context is
+JSON-dumpable, as ExecuTorch's program serialization needs for the output tree. A flatten ->
+unflatten -> flatten round trip checks each registration.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def _make_flatten(node_types: tuple[type, ...]):
     def children_and_context(obj: Any) -> tuple[list[str], dict[str, Any]]:
         names, context = [], {}
         for k, v in vars(obj).items():
-            if _is_child(v, node_types):
+            # private tensors (``_sliding_window_tensor``) are constants of the layer, not state
+            if not k.startswith("_") and _is_child(v, node_types):
                 names.append(k)
             else:
                 context[k] = v
@@ -88,6 +91,52 @@ class _Context:
 
     def __repr__(self) -> str:
         return f"_Context({sorted(self.attrs)})"
+
+
+def _encode(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return {"tensor": value.item(), "dtype": str(value.dtype).removeprefix("torch.")}
+    if isinstance(value, torch.device):
+        return {"device": str(value)}
+    if isinstance(value, torch.dtype):
+        return {"dtype": str(value).removeprefix("torch.")}
+    if isinstance(value, list | tuple):
+        return [_encode(v) for v in value]
+    return {"repr": repr(value)}
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "tensor" in value:
+        return torch.tensor(value["tensor"], dtype=getattr(torch, value["dtype"]))
+    if "device" in value:
+        return torch.device(value["device"])
+    if "dtype" in value:
+        return getattr(torch, value["dtype"])
+    return value.get("repr")
+
+
+def _to_dumpable(context: Any) -> Any:
+    """The context as JSON data: the class's import path, the child names, the encoded attributes
+    (objects with no JSON form keep their ``repr``)."""
+    cls, names, attrs = context
+    return {"type": f"{cls.__module__}:{cls.__qualname__}", "children": list(names),
+            "attrs": {k: _encode(v) for k, v in attrs.attrs.items()}}
+
+
+def _from_dumpable(data: Any) -> Any:
+    import importlib
+
+    module, _, qualname = data["type"].partition(":")
+    cls: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        cls = getattr(cls, part)
+    return cls, tuple(data["children"]), _Context({k: _decode(v) for k, v in data["attrs"].items()})
 
 
 def _unflatten(values: Any, context: Any) -> Any:
@@ -135,6 +184,8 @@ def register_pytree_nodes() -> list[type]:
                 _unflatten,
                 serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",
                 flatten_with_keys_fn=flatten_with_keys,
+                to_dumpable_context=_to_dumpable,
+                from_dumpable_context=_from_dumpable,
             )
             _REGISTERED.add(cls)
             new.append(cls)

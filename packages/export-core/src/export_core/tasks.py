@@ -19,12 +19,15 @@ class TaskSpec:
         auto_class: name of the ``transformers`` auto class that loads a model for it.
         modality: ``"text"``, ``"vision"`` or ``"audio"`` (drives example-input building).
         constant_kwargs: ``forward`` keyword arguments fixed at export (``use_cache=False``).
+        with_past: the export is a generative one: prefill and decode graphs with the cache, a
+            manifest and the tokenizer (:mod:`export_core.generation`).
     """
 
     name: str
     auto_class: str
     modality: str = "text"
     constant_kwargs: dict[str, Any] = field(default_factory=dict)
+    with_past: bool = False
 
 
 TASKS: dict[str, TaskSpec] = {
@@ -36,6 +39,7 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec("token-classification", "AutoModelForTokenClassification", "text"),
         TaskSpec("question-answering", "AutoModelForQuestionAnswering", "text"),
         TaskSpec("text-generation", "AutoModelForCausalLM", "text", {"use_cache": False}),
+        TaskSpec("text-generation-with-past", "AutoModelForCausalLM", "text", with_past=True),
         TaskSpec("image-classification", "AutoModelForImageClassification", "vision"),
         TaskSpec("image-feature-extraction", "AutoModel", "vision"),
         TaskSpec("audio-classification", "AutoModelForAudioClassification", "audio"),
@@ -72,7 +76,9 @@ def _base_modality(config: Any) -> str:
 def infer_task(config: Any) -> str:
     """The default task of a config, from its first ``architectures`` entry.
 
-    ``…ForCausalLM`` gives ``text-generation``; a bare base model gives ``feature-extraction``
+    ``…ForCausalLM`` gives ``text-generation`` (the cache-less graph, what the coverage sweep
+    measures; ``text-generation-with-past`` exports the prefill and decode graphs with the
+    cache); a bare base model gives ``feature-extraction``
     (``image-feature-extraction`` / ``audio-feature-extraction`` for vision and audio models).
     """
     for arch in getattr(config, "architectures", None) or []:

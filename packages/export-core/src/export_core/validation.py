@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -248,7 +249,9 @@ def validate(
     """
     result = ValidationResult(atol=atol, rtol=rtol, static=static)
     for inputs in input_sets:
-        expected = eager_leaves(model, inputs)
+        # eager runs on a copy: a cache in the inputs is updated in place by the forward
+        # (DynamicLayer.update concatenates onto it), and the artifact must see the original
+        expected = eager_leaves(model, copy.deepcopy(inputs))
         got = run_artifact(inputs)
         names = list(output_names) + [f"output_{i}" for i in range(len(output_names), len(expected))]
         result.checks.append(ShapeCheck(input_shapes(inputs), compare_leaves(names, got, expected, atol=atol, rtol=rtol)))

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .backends import BackendPreparation
     from .bounds import DEFAULT_MAX_BATCH, DEFAULT_MAX_IMAGE_SIZE, DEFAULT_MAX_SEQ
     from .exporter import ExecutorchConfig, ExecutorchExporter, ExecutorchLowered
+    from .generation import ExecutorchGenerator, generate
     from .runner import ExecutorchRunner
     from .stages import EXECUTORCH_STAGES
 
@@ -39,6 +40,8 @@ __all__ = [
     "ExecutorchLowered",
     "ExecutorchExporter",
     "ExecutorchRunner",
+    "ExecutorchGenerator",
+    "generate",
 ]
 
 _LAZY: dict[str, str] = {
@@ -52,6 +55,8 @@ _LAZY: dict[str, str] = {
     "ExecutorchLowered": ".exporter",
     "ExecutorchExporter": ".exporter",
     "ExecutorchRunner": ".runner",
+    "ExecutorchGenerator": ".generation",
+    "generate": ".generation",
 }
 
 

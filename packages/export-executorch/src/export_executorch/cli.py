@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from export_core.cli import base_parser, main_flow, positive_mib
@@ -47,8 +48,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
                    help="xnnpack: CPU, XNNPACK delegate (default); portable: CPU, portable "
                    "kernels only; cuda: bfloat16 on a CUDA GPU")
-    p.add_argument("--max-batch", type=_positive, metavar="N",
-                   help="largest batch the program accepts (default 8)")
     p.add_argument("--max-seq", type=_positive, metavar="N",
                    help="longest sequence the program accepts (default: the config's position "
                    "limit, at most 512; a larger N than the model accepts is lowered to its "
@@ -80,16 +79,24 @@ def _make(args: argparse.Namespace, listener: RichStageListener, **common: Any) 
     return ExecutorchExporter(config, listener=listener)
 
 
+def _generator(directory: Path) -> Any:
+    from .generation import ExecutorchGenerator
+
+    return ExecutorchGenerator(directory)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (0 only when export and validation passed; 1 failed;
     2 usage; 130 / 143 interrupted by SIGINT / SIGTERM).
 
-    ``export-executorch workarounds [--markdown]`` prints the registered workarounds instead.
+    ``export-executorch workarounds [--markdown]`` prints the registered workarounds instead;
+    ``export-executorch generate OUT --prompt TEXT`` generates text from a ``-with-past`` export.
     """
     return main_flow(
         argv, prog="export-executorch", backend=BACKEND, build_parser=build_parser,
         make_exporter=_make, artifact_patterns=ARTIFACT_PATTERNS,
         version_packages=VERSION_PACKAGES, quiet_loggers=("executorch",),
+        make_generator=_generator,
     )
 
 

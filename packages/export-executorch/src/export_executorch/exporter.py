@@ -338,6 +338,13 @@ class ExecutorchExporter(DynamoExporter):
         run.report.extra.setdefault("memory", {})["program_bytes"] = saved[0].stat().st_size
         return saved
 
+    def generation_session(self, path: Path, spec: Any) -> Any:
+        """One saved graph of a generative export in the runtime (see
+        :meth:`DynamoExporter.generation_session`)."""
+        from .generation import open_session
+
+        return open_session(path, spec)
+
     def runner(
         self, lowered: Lowered, saved: Sequence[Path], capture: CaptureResult
     ) -> ExecutorchRunner:

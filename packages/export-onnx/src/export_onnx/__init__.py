@@ -16,6 +16,7 @@ from export_core.lazy import LazyExports
 if TYPE_CHECKING:
     from .api import export
     from .exporter import OnnxConfig, OnnxExporter, OnnxLowered
+    from .generation import OnnxGenerator, generate
     from .ir_fixes import register_ir_fix
     from .runner import OrtRunner
     from .stages import ONNX_STAGES
@@ -29,13 +30,17 @@ __all__ = [
     "OnnxExporter",
     "OnnxLowered",
     "OrtRunner",
+    "OnnxGenerator",
     "export",
+    "generate",
     "register_ir_fix",
     "register_onnx_translation",
 ]
 
 _LAZY: dict[str, str] = {
     "export": ".api",
+    "generate": ".generation",
+    "OnnxGenerator": ".generation",
     "OnnxConfig": ".exporter",
     "OnnxExporter": ".exporter",
     "OnnxLowered": ".exporter",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from export_core.cli import base_parser, main_flow
@@ -60,15 +61,23 @@ def _make(args: argparse.Namespace, listener: RichStageListener, **common: Any) 
     return OnnxExporter(config, listener=listener)
 
 
+def _generator(directory: Path) -> Any:
+    from .generation import OnnxGenerator
+
+    return OnnxGenerator(directory)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (0 only when export and validation passed; 1 failed;
     2 usage; 130 / 143 interrupted by SIGINT / SIGTERM).
 
-    ``export-onnx workarounds [--markdown]`` prints the registered workarounds instead.
+    ``export-onnx workarounds [--markdown]`` prints the registered workarounds instead;
+    ``export-onnx generate OUT --prompt TEXT`` generates text from a ``-with-past`` export.
     """
     return main_flow(
         argv, prog="export-onnx", backend=BACKEND, build_parser=build_parser, make_exporter=_make,
         artifact_patterns=ARTIFACT_PATTERNS, version_packages=VERSION_PACKAGES,
+        make_generator=_generator,
         quiet_loggers=("torch.onnx", "onnxscript", "onnx_ir"),
     )
 

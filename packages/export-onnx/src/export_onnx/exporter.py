@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -176,6 +177,13 @@ class OnnxExporter(DynamoExporter):
                               stage="save") from e
         run.report.extra["external_data"] = data
         return [path, *(staging / name for name in data)]
+
+    def generation_session(self, path: Path, spec: Any) -> Any:
+        """One saved graph of a generative export in the runtime (see
+        :meth:`DynamoExporter.generation_session`)."""
+        from .generation import open_session
+
+        return open_session(path, spec)
 
     def runner(self, lowered: Lowered, saved: Sequence[Path], capture: CaptureResult) -> OrtRunner:
         """An ONNX Runtime session over the saved file (its external-data locations checked

@@ -1,0 +1,293 @@
+"""Exporting a generative model's prefill and decode graphs, with their manifest and tokenizer.
+
+The output directory of a ``text-generation-with-past`` export::
+
+    OUT/prefill/model.onnx      (model.pte for ExecuTorch) and its export_report.json
+    OUT/decode/model.onnx       and its export_report.json
+    OUT/generation.json         the manifest: graphs, roles, names, cache layout, bounds
+    OUT/generation_config.json  the model's generation config
+    OUT/tokenizer.json ...      the tokenizer files, when the model has a tokenizer
+    OUT/export_report.json      the whole export: status, the graphs, the token comparison
+
+Everything is written into a staging directory and moved into ``OUT`` only once both graphs and
+the generation check passed (:mod:`export_core.output`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import ExportError, InputError
+from ..output import commit_export, lock_output, prepare_output, record_failure, staging_directory
+from ..report import ExportReport, package_versions
+from .calls import GenerateCalls, record_generate_calls
+from .loop import GenerationLoop, GraphSession
+from .manifest import MANIFEST_NAME, CacheLayout, GenerationManifest, GraphSpec
+from .shapes import decode_dynamic_shapes, prefill_dynamic_shapes
+from .verify import GenerationCheck, compare_with_eager
+
+__all__ = ["WITH_PAST_TASK", "GenerativeExport", "export_with_past", "default_max_length",
+           "GENERATION_ARTIFACTS"]
+
+logger = logging.getLogger(__name__)
+
+WITH_PAST_TASK = "text-generation-with-past"
+GENERATION_ARTIFACTS = ("prefill", "decode", MANIFEST_NAME, "generation_config.json")
+"""Entries a generative export writes besides the tokenizer files and the report."""
+
+_POSITION_LIMITS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+@dataclass
+class GenerativeExport:
+    """What :func:`export_with_past` produced.
+
+    Attributes:
+        directory: the output directory, ``None`` for an in-memory export.
+        manifest: the :class:`GenerationManifest` written as ``generation.json``.
+        report: the whole export's report dict.
+        graphs: per role, the backend's ``ExportResult``.
+        check: the token comparison with eager ``generate()``, ``None`` when not validated.
+    """
+
+    directory: Path | None
+    manifest: GenerationManifest
+    report: dict[str, Any]
+    graphs: dict[str, Any]
+    check: GenerationCheck | None
+
+
+def default_max_length(config: Any, cap: int = 2048) -> int:
+    """The model's position limit (``max_position_embeddings``, ``n_positions``, ...), at most
+    ``cap`` tokens (a memory plan for ExecuTorch is sized by it); ``cap`` when it has none."""
+    for name in _POSITION_LIMITS:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return min(value, cap)
+    return cap
+
+
+def _special_ids(model: torch.nn.Module, tokenizer: Any) -> tuple[int, tuple[int, ...], int | None]:
+    gen = getattr(model, "generation_config", None)
+    cfg = model.config
+
+    def first(*values: Any) -> Any:
+        for v in values:
+            if v is not None:
+                return v
+        return None
+
+    eos = first(getattr(gen, "eos_token_id", None), getattr(cfg, "eos_token_id", None),
+                getattr(tokenizer, "eos_token_id", None))
+    eos_ids = tuple(int(e) for e in (eos if isinstance(eos, list | tuple) else [eos]) if e is not None)
+    pad = first(getattr(gen, "pad_token_id", None), getattr(cfg, "pad_token_id", None),
+                getattr(tokenizer, "pad_token_id", None), eos_ids[0] if eos_ids else None, 0)
+    if isinstance(pad, list | tuple):
+        pad = pad[0]
+    bos = first(getattr(gen, "bos_token_id", None), getattr(cfg, "bos_token_id", None))
+    return int(pad), eos_ids, (int(bos) if isinstance(bos, int) else None)
+
+
+def example_prompt(vocab_size: int, avoid: set[int], *, batch: int = 2, length: int = 10,
+                   padding: int = 3, pad_token_id: int = 0, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A left-padded example batch for the capture: int64 ``(batch, length)`` ids drawn from
+    the vocabulary without special tokens, the last row padded on the left by ``padding``."""
+    g = torch.Generator().manual_seed(seed)
+    allowed = torch.tensor([i for i in range(vocab_size) if i not in avoid])
+    ids = allowed[torch.randint(0, len(allowed), (batch, length), generator=g)]
+    mask = torch.ones(batch, length, dtype=torch.long)
+    mask[-1, :padding] = 0
+    ids[-1, :padding] = pad_token_id
+    return ids, mask
+
+
+def _cache_layout(calls: GenerateCalls, decode_inputs: list[str], prefill_outputs: list[str]) -> CacheLayout:
+    feeds = {}
+    for name in decode_inputs:
+        if name.startswith("past_key_values."):
+            produced = "present." + name.removeprefix("past_key_values.")
+            if produced not in prefill_outputs:
+                raise ExportError(f"the prefill graph has no output {produced!r} for decode input {name!r}",
+                                  stage="capture")
+            feeds[name] = produced
+    cache = calls.decode[calls.cache_argument]
+    kinds = tuple(type(layer).__name__ for layer in getattr(cache, "layers", ()))
+    return CacheLayout(num_layers=len(kinds) or len(feeds) // 2, feeds=feeds, layer_kinds=kinds)
+
+
+def export_with_past(
+    exporter: Any,
+    model: torch.nn.Module,
+    *,
+    output: str | os.PathLike[str] | None,
+    open_session: Callable[[Path, GraphSpec], GraphSession] | None = None,
+    tokenizer: Any = None,
+    max_length: int | None = None,
+    max_batch: int = 4,
+    validate: bool = True,
+    max_new_tokens_checked: int = 64,
+) -> GenerativeExport:
+    """Export a decoder-only model's prefill and decode graphs for a generate loop.
+
+    The graphs are traced on the inputs of the model's own ``generate()`` (a left-padded batch
+    of 2 and a 10-token prompt, so no axis is specialised), with batch in ``[1, max_batch]`` and
+    sequence + past in ``[1, max_length]``. Each graph goes through the backend's full export
+    (workarounds, validation against eager at two shapes); then the loop runs on the saved graphs
+    and must give eager ``generate()``'s greedy tokens (see :func:`compare_with_eager`).
+
+    Args:
+        exporter: the backend's exporter (``OnnxExporter``, ``ExecutorchExporter``).
+        model: a ``…ForCausalLM`` model.
+        output: the export directory (``None``: a temporary one for the check, then removed).
+        open_session: loads one saved graph and its :class:`GraphSpec` as a :class:`GraphSession`
+            (default: the exporter's ``generation_session``, the backend's runtime).
+        tokenizer: the model's ``transformers`` tokenizer, saved beside the graphs.
+        max_length: the longest prompt + generated sequence, in tokens (default: the position
+            limit, at most 2048).
+        max_batch: the largest batch.
+        validate: run the per-graph validation and the token comparison.
+        max_new_tokens_checked: new tokens the comparison generates per case (at least).
+
+    Returns:
+        A :class:`GenerativeExport`.
+
+    Raises:
+        InputError: bounds that cannot hold a capture (``max_length`` < 12, ``max_batch`` < 2).
+        CaptureError: ``generate()`` fails on the example prompt.
+        ExportError: a graph's export failed (its stage), or ``ValidationError`` (stage
+            ``generate``): the loop's tokens differ from eager.
+    """
+    config = model.config
+    open_session = open_session or exporter.generation_session
+    max_length = int(max_length or default_max_length(config))
+    limit = default_max_length(config, cap=1 << 30)
+    if max_length > limit:
+        raise InputError(f"--max-length {max_length} exceeds the model's position limit {limit}")
+    if max_length < 12 or max_batch < 2:
+        raise InputError(f"max_length {max_length} / max_batch {max_batch} cannot hold the capture "
+                         "(a batch of 2 with a 10-token prompt)")
+    report = ExportReport(task=WITH_PAST_TASK, versions=package_versions(*exporter.version_packages))
+    model.eval()
+    pad, eos_ids, bos = _special_ids(model, tokenizer)
+    out_dir = prepare_output(output) if output is not None else None
+    started = time.perf_counter()
+    import tempfile
+    from contextlib import ExitStack
+
+    with ExitStack() as held:
+        if out_dir is not None:
+            held.enter_context(lock_output(out_dir))
+            staging = held.enter_context(staging_directory(out_dir))
+        else:
+            staging = Path(held.enter_context(tempfile.TemporaryDirectory(prefix="export-gen-")))
+        try:
+            result = _export_graphs(exporter, model, staging, report, open_session=open_session,
+                                    tokenizer=tokenizer, max_length=max_length, max_batch=max_batch,
+                                    validate=validate, pad=pad, eos_ids=eos_ids, bos=bos,
+                                    max_new_tokens_checked=max_new_tokens_checked)
+        except ExportError as e:
+            report.stage = report.stage or e.stage
+            report.error = str(e)
+            report.stages.append({"name": "total", "seconds": round(time.perf_counter() - started, 3)})
+            if out_dir is not None:
+                record_failure(out_dir, report, GENERATION_ARTIFACTS)
+            raise
+        report.status, report.stage = "ok", None
+        report.stages.append({"name": "total", "seconds": round(time.perf_counter() - started, 3)})
+        manifest, graphs, check, files = result
+        if out_dir is not None:
+            commit_export(staging, out_dir, files, report, GENERATION_ARTIFACTS)
+    return GenerativeExport(out_dir, manifest, report.as_dict(), graphs, check)
+
+
+def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report: ExportReport, *,
+                   open_session: Callable[[Path, GraphSpec], GraphSession], tokenizer: Any, max_length: int,
+                   max_batch: int, validate: bool, pad: int, eos_ids: tuple[int, ...], bos: int | None,
+                   max_new_tokens_checked: int):
+    config = model.config
+    vocab = int(getattr(config, "vocab_size", 0) or getattr(config.get_text_config(), "vocab_size", 0))
+    ids, mask = example_prompt(vocab, {pad, *eos_ids, *( [bos] if bos is not None else [])},
+                               pad_token_id=pad)
+    t0 = time.perf_counter()
+    calls = record_generate_calls(model, ids, mask, pad_token_id=pad,
+                                  eos_token_id=list(eos_ids) or None)
+    report.stages.append({"name": "record_generate", "seconds": round(time.perf_counter() - t0, 3)})
+    graphs: dict[str, Any] = {}
+    specs: dict[str, GraphSpec] = {}
+    constant = dict(calls.constant_kwargs)
+    plans = {
+        "prefill": (calls.prefill, prefill_dynamic_shapes(calls.prefill, max_batch=max_batch,
+                                                          max_length=max_length)),
+        "decode": (calls.decode, decode_dynamic_shapes(calls.decode, cache_argument=calls.cache_argument,
+                                                       max_batch=max_batch, max_length=max_length)),
+    }
+    for role, (inputs, dynamic_shapes) in plans.items():
+        listener = getattr(exporter, "listener", None)
+        if listener is not None and hasattr(listener, "info"):
+            listener.info(f"[bold]{role}[/] graph")
+        graph_exporter = exporter.configured(dynamic_shapes=dynamic_shapes, constant_kwargs=constant)
+        try:
+            result = graph_exporter.export(model, inputs, output=staging / role, validate=validate,
+                                           task=f"{WITH_PAST_TASK}:{role}")
+        except ExportError as e:
+            report.stage = e.stage
+            raise type(e)(f"{role} graph: {e.args[0] if e.args else e}", stage=e.stage) from e
+        graphs[role] = result
+        specs[role] = GraphSpec(role, f"{role}/{result.path.name}", tuple(result.report["inputs"]),
+                                tuple(result.report["outputs"]))
+        report.stages.append({"name": role, "seconds": round(sum(s["seconds"] for s in result.report["stages"]), 3)})
+    cache = _cache_layout(calls, list(specs["decode"].inputs), list(specs["prefill"].outputs))
+    manifest = GenerationManifest(
+        task=WITH_PAST_TASK, architecture=type(model).__name__,
+        backend=exporter.backend.split(".")[0],  # "executorch.xnnpack": the runtime is executorch
+        graphs=specs, cache=cache, max_length=max_length, max_batch=max_batch, pad_token_id=pad,
+        eos_token_ids=eos_ids, bos_token_id=bos,
+        extra={"registry_backend": exporter.backend, "constant_kwargs": {k: v for k, v in constant.items() if isinstance(v, bool | int | float | str)}},
+    )
+    manifest.write(staging)
+    files = ["prefill", "decode", MANIFEST_NAME]
+    gen_config = getattr(model, "generation_config", None)
+    if gen_config is not None:
+        gen_config.save_pretrained(staging)
+        files.append("generation_config.json")
+    if tokenizer is not None:
+        before = set(os.listdir(staging))
+        tokenizer.save_pretrained(staging)
+        files += sorted(set(os.listdir(staging)) - before)
+    report.inputs = list(specs["decode"].inputs)
+    report.outputs = list(specs["decode"].outputs)
+    report.extra["graphs"] = {role: {"path": s.path, "inputs": list(s.inputs), "outputs": list(s.outputs),
+                                     "validation": graphs[role].report.get("validation", {}).get("status")}
+                              for role, s in specs.items()}
+    report.extra["cache"] = {"num_layers": cache.num_layers, "axes": list(cache.axes),
+                             "layer_kinds": list(cache.layer_kinds)}
+    report.extra["bounds"] = {"batch": [1, max_batch], "sequence": [1, max_length],
+                              "source": "max_length option" if max_length else "position limit"}
+    check = None
+    if validate:
+        t0 = time.perf_counter()
+        sessions = {role: open_session(staging / s.path, s) for role, s in specs.items()}
+        loop = GenerationLoop(manifest, sessions)
+        check = compare_with_eager(model, loop, vocab=vocab, avoid={pad, *eos_ids},
+                                   max_new_tokens=max_new_tokens_checked)
+        report.validation = check.as_dict()
+        report.stages.append({"name": "generate_check", "seconds": round(time.perf_counter() - t0, 3)})
+        if not check.passed:
+            report.stage = "generate"
+            from ..errors import ValidationError
+
+            raise ValidationError(f"generated tokens differ from eager generate(): {check.first_problem()}",
+                                  stage="generate")
+    else:
+        from ..validation import skipped_validation
+
+        report.validation = skipped_validation()
+    return manifest, graphs, check, files

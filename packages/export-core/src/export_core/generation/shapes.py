@@ -1,0 +1,57 @@
+"""``dynamic_shapes`` of the prefill and decode graphs: bounded batch, sequence and past axes.
+
+Every axis the loop varies gets ``Dim.AUTO`` with the export's bounds, so ``torch.export``
+still finds the equalities itself (one batch symbol across inputs) while ExecuTorch gets an upper
+bound to plan memory for. The examples have sizes >= 2 on these axes; the ranges admit 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.export import Dim
+
+from ..dynamic_shapes import spec_tree
+from ..pytree import register_pytree_nodes
+
+__all__ = ["prefill_dynamic_shapes", "decode_dynamic_shapes"]
+
+
+def prefill_dynamic_shapes(inputs: dict[str, Any], *, max_batch: int, max_length: int) -> dict[str, Any]:
+    """Batch (axis 0) in ``[1, max_batch]`` and sequence (axis 1) in ``[1, max_length]`` on
+    every ``(batch, sequence)`` input; a 1-D input (``cache_position``) is a sequence."""
+    batch, sequence = Dim.AUTO(min=1, max=max_batch), Dim.AUTO(min=1, max=max_length)
+
+    def leaf(t: torch.Tensor) -> dict[int, Any] | None:
+        if t.dim() == 1:
+            return {0: sequence}
+        return {0: batch, 1: sequence} if t.dim() >= 2 else None
+
+    return {k: spec_tree(v, leaf) for k, v in inputs.items()}
+
+
+def decode_dynamic_shapes(inputs: dict[str, Any], *, cache_argument: str, max_batch: int,
+                          max_length: int) -> dict[str, Any]:
+    """One new token per row: batch in ``[1, max_batch]`` everywhere, the attention mask's
+    length (past + 1) in ``[2, max_length]``, each cache tensor's past axis (axis 2 of
+    ``(batch, kv_heads, past_sequence, head_dim)``) in ``[1, max_length - 1]``."""
+    register_pytree_nodes()  # the cache's entry is the list of its children
+    batch = Dim.AUTO(min=1, max=max_batch)
+    total = Dim.AUTO(min=2, max=max_length)
+    past = Dim.AUTO(min=1, max=max_length - 1)
+
+    def cache_leaf(t: torch.Tensor) -> dict[int, Any] | None:
+        return {0: batch, 2: past} if t.dim() == 4 else {0: batch}
+
+    out: dict[str, Any] = {}
+    for k, v in inputs.items():
+        if k == cache_argument:
+            out[k] = spec_tree(v, cache_leaf)
+        elif k == "attention_mask":
+            out[k] = {0: batch, 1: total}
+        elif isinstance(v, torch.Tensor) and v.dim() == 2:
+            out[k] = {0: batch}
+        else:
+            out[k] = spec_tree(v, lambda t: None)
+    return out
