@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEMO_PACKAGE", "GENERATE_COMMAND", "HUB_ID_MESSAGE", "WORKAROUNDS_COMMAND", "base_parser",
            "check_model_arg", "demo_model_dir", "generate_command", "generate_parser", "main_flow",
-           "positive_mib", "run_export", "workarounds_command"]
+           "positive_int", "positive_mib", "run_export", "workarounds_command"]
 
 HUB_ID_MESSAGE = "hub ids are not supported here; pass a directory written by save_pretrained"
 """The error for a MODEL that is no directory but reads like a Hugging Face Hub id."""
@@ -100,10 +100,10 @@ def base_parser(prog: str, description: str, artifact: str) -> argparse.Argument
     p.add_argument("--max-artifact-mb", type=positive_mib, metavar="MB",
                    help=f"refuse, before translating or lowering, a model whose weights alone "
                    f"(a lower bound of {artifact}) exceed MB mebibytes (default: no limit)")
-    p.add_argument("--max-batch", type=_positive, metavar="N", default=None,
+    p.add_argument("--max-batch", type=positive_int, metavar="N", default=None,
                    help="largest batch the artifact accepts: the graphs of a -with-past export "
                         "(default 4) and, on ExecuTorch, every program (default 8)")
-    p.add_argument("--max-length", type=_positive, metavar="N",
+    p.add_argument("--max-length", type=positive_int, metavar="N",
                    help="-with-past tasks: the longest prompt + generated sequence the graphs "
                         "accept, in tokens (default: the model's position limit, at most 2048)")
     p.add_argument("-q", "--quiet", action="store_true",
@@ -112,7 +112,8 @@ def base_parser(prog: str, description: str, artifact: str) -> argparse.Argument
     return p
 
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
+    """``argparse`` type: an integer >= 1."""
     try:
         value = int(text)
     except ValueError:
@@ -154,7 +155,7 @@ def generate_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("directory", metavar="OUT", help="the export directory (holds generation.json)")
     p.add_argument("--prompt", action="append", required=True, metavar="TEXT",
                    help="a prompt; repeat for a batch (left-padded)")
-    p.add_argument("--max-new-tokens", type=_positive, default=32, metavar="N",
+    p.add_argument("--max-new-tokens", type=positive_int, default=32, metavar="N",
                    help="token budget per prompt (default 32)")
     p.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
     p.add_argument("--temperature", type=float, default=1.0, metavar="T")

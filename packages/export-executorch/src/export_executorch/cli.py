@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from export_core.cli import base_parser, main_flow, positive_mib
+from export_core.cli import base_parser, main_flow, positive_int, positive_mib
 
 from .backend_names import ARTIFACT_PATTERNS, BACKENDS, DEFAULT_BACKEND, VERSION_PACKAGES
 from .stages import BACKEND
@@ -23,16 +23,6 @@ if TYPE_CHECKING:
     from .exporter import ExecutorchExporter
 
 __all__ = ["main", "build_parser"]
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,14 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
                    help="xnnpack: CPU, XNNPACK delegate (default); portable: CPU, portable "
                    "kernels only; cuda: bfloat16 on a CUDA GPU")
-    p.add_argument("--max-seq", type=_positive, metavar="N",
+    p.add_argument("--max-seq", type=positive_int, metavar="N",
                    help="longest sequence the program accepts (default: the config's position "
                    "limit, at most 512; a larger N than the model accepts is lowered to its "
                    "limit, with a warning)")
-    p.add_argument("--max-image-size", type=_positive, metavar="N",
+    p.add_argument("--max-image-size", type=positive_int, metavar="N",
                    help="largest image height / width the program accepts (default: the "
                    "config's image_size, else 224)")
-    p.add_argument("--max-audio-samples", type=_positive, metavar="N",
+    p.add_argument("--max-audio-samples", type=positive_int, metavar="N",
                    help="longest waveform (input_values) the program accepts, in samples "
                    "(default: 1 s at the config's sampling_rate, else 16000)")
     p.add_argument("--max-arena-mb", type=positive_mib, metavar="MB",

@@ -72,19 +72,6 @@ class ExecutorchGenerator(Generator):
 
 
 def generate(directory: str | Path, prompts: Sequence[str] | Sequence[Sequence[int]], **options: Any) -> list[str]:
-    """Generate text for each prompt from an ExecuTorch export directory.
-
-    Args:
-        directory: a ``text-generation-with-past`` export.
-        prompts: texts (tokenized with the saved tokenizer) or token-id lists.
-        options: ``max_new_tokens``, ``do_sample``, ``temperature``, ``top_k``, ``top_p``,
-            ``seed``, ``stop_on_eos``.
-
-    Returns:
-        The generated text of each prompt (without the prompt).
-
-    Raises:
-        GenerationError: not a with-past export, an unknown option, or a request beyond its bounds.
-    """
-    gen = ExecutorchGenerator(directory)
-    return [gen.tokenizer.decode(row) for row in gen.generate(prompts, **options).sequences]
+    """The generated text of each prompt (texts or token-id lists) from an ExecuTorch export
+    directory; options and errors as :meth:`export_core.generation.generator.Generator.stream`."""
+    return ExecutorchGenerator(directory).generate_text(prompts, **options)

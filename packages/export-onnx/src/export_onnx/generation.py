@@ -17,7 +17,7 @@ from export_core.errors import RuntimeLoadError
 from export_core.generation.generator import Generator
 from export_core.generation.manifest import GraphSpec
 
-from .external_data import external_data_files
+from .runner import OrtRunner
 
 __all__ = ["OrtGraphSession", "OnnxGenerator", "generate", "open_session"]
 
@@ -31,19 +31,7 @@ class OrtGraphSession:
     """
 
     def __init__(self, path: str | Path, providers: Sequence[str] = ("CPUExecutionProvider",)) -> None:
-        import onnxruntime as ort
-
-        try:
-            external_data_files(path)
-        except ValueError as e:
-            raise RuntimeLoadError(f"refusing to load {path}: {e}", stage="runtime") from e
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        try:
-            self.session = ort.InferenceSession(str(path), opts, providers=list(providers))
-        except Exception as e:
-            msg = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-            raise RuntimeLoadError(f"ONNX Runtime cannot load {path}: {msg}", stage="runtime") from e
+        self.session = OrtRunner(Path(path), (), providers=providers).session
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
 
@@ -80,19 +68,6 @@ class OnnxGenerator(Generator):
 
 
 def generate(directory: str | Path, prompts: Sequence[str] | Sequence[Sequence[int]], **options: Any) -> list[str]:
-    """Generate text for each prompt from an ONNX export directory.
-
-    Args:
-        directory: a ``text-generation-with-past`` export.
-        prompts: texts (tokenized with the saved tokenizer) or token-id lists.
-        options: ``max_new_tokens``, ``do_sample``, ``temperature``, ``top_k``, ``top_p``,
-            ``seed``, ``stop_on_eos``.
-
-    Returns:
-        The generated text of each prompt (without the prompt).
-
-    Raises:
-        GenerationError: not a with-past export, an unknown option, or a request beyond its bounds.
-    """
-    gen = OnnxGenerator(directory)
-    return [gen.tokenizer.decode(row) for row in gen.generate(prompts, **options).sequences]
+    """The generated text of each prompt (texts or token-id lists) from an ONNX export
+    directory; options and errors as :meth:`export_core.generation.generator.Generator.stream`."""
+    return OnnxGenerator(directory).generate_text(prompts, **options)

@@ -77,8 +77,12 @@ class Generator:
         """Generate to the end (options as :meth:`stream`); token ids per row."""
         return self.loop.generate(self.encode(prompts), **_loop_options(options))
 
-    def generate_text(self, prompts: Sequence[str], **options: Any) -> list[str]:
-        """The generated text of each prompt, without the prompt (options as :meth:`stream`)."""
+    def generate_text(self, prompts: Sequence[str] | Sequence[Sequence[int]], **options: Any) -> list[str]:
+        """The generated text of each prompt, without the prompt (options as :meth:`stream`).
+
+        Raises:
+            GenerationError: see :meth:`stream`; the export has no tokenizer.
+        """
         return [self.tokenizer.decode(row) for row in self.generate(prompts, **options).sequences]
 
 
