@@ -17,7 +17,7 @@ from export_core.errors import RuntimeLoadError
 from export_core.generation.generator import Generator
 from export_core.generation.manifest import GraphSpec
 
-from .runner import OrtRunner
+from .ort_session import ort_session
 
 __all__ = ["OrtGraphSession", "OnnxGenerator", "generate", "open_session"]
 
@@ -31,7 +31,7 @@ class OrtGraphSession:
     """
 
     def __init__(self, path: str | Path, providers: Sequence[str] = ("CPUExecutionProvider",)) -> None:
-        self.session = OrtRunner(Path(path), (), providers=providers).session
+        self.session = ort_session(Path(path), providers)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
 

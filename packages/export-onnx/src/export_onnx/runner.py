@@ -12,7 +12,7 @@ import torch
 from export_core.errors import RuntimeLoadError
 from export_core.exporter import flat_feed
 
-from .external_data import external_data_files
+from .ort_session import ort_session
 
 __all__ = ["OrtRunner"]
 
@@ -38,22 +38,7 @@ class OrtRunner:
         order: Sequence[str] = (),
         providers: Sequence[str] = ("CPUExecutionProvider",),
     ) -> None:
-        import onnxruntime as ort
-
-        if not isinstance(model, bytes):
-            try:
-                external_data_files(model)
-            except ValueError as e:
-                raise RuntimeLoadError(f"refusing to load {model}: {e}", stage="runtime") from e
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        try:
-            self.session = ort.InferenceSession(
-                model if isinstance(model, bytes) else str(model), opts, providers=list(providers)
-            )
-        except Exception as e:
-            msg = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-            raise RuntimeLoadError(f"ONNX Runtime cannot load the model: {msg}", stage="runtime") from e
+        self.session = ort_session(model, providers)
         self.input_names = list(input_names)
         self.order = list(order)
         self.graph_inputs = [i.name for i in self.session.get_inputs()]
