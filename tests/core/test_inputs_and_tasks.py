@@ -29,7 +29,7 @@ def test_text_generation_fixes_use_cache_off():
 
 def test_synthesized_text_inputs_have_padding_and_three_shapes(tiny_model_dir):
     loaded = load_model_dir(tiny_model_dir("llama"))
-    sets = build_input_sets(loaded.model, loaded.config, "text")
+    sets = build_input_sets(loaded.model, loaded.config)
     shapes = [tuple(s["input_ids"].shape) for s in sets.all_sets()]
     assert shapes[0][0] >= 2 and shapes[0][1] >= 2
     assert len(set(shapes)) == 3 and any(s[0] == 1 for s in shapes)
@@ -42,7 +42,7 @@ def test_tokenizer_inputs_for_the_demo_model():
 
     loaded = load_model_dir(demo_model_dir())
     assert loaded.tokenizer is not None
-    sets = build_input_sets(loaded.model, loaded.config, "text", loaded.tokenizer)
+    sets = build_input_sets(loaded.model, loaded.config, loaded.tokenizer)
     assert set(sets.export) == {"input_ids", "token_type_ids", "attention_mask"}
     assert sets.export["input_ids"].shape[0] == 2 and (sets.export["attention_mask"] == 0).any()
     assert sets.validation[-1]["input_ids"].shape[0] == 1
@@ -50,7 +50,7 @@ def test_tokenizer_inputs_for_the_demo_model():
 
 def test_vision_inputs(tiny_model_dir):
     loaded = load_model_dir(tiny_model_dir("vit"))
-    sets = build_input_sets(loaded.model, loaded.config, "vision")
+    sets = build_input_sets(loaded.model, loaded.config)
     assert [tuple(s["pixel_values"].shape) for s in sets.all_sets()] == [(2, 3, 32, 32), (3, 3, 32, 32), (1, 3, 32, 32)]
 
 

@@ -75,7 +75,7 @@ def base_parser(prog: str, description: str, artifact: str) -> argparse.Argument
     p.add_argument("-o", "--output", metavar="OUT",
                    help=f"output directory for {artifact} and export_report.json "
                    "(default: exported/<model name>)")
-    p.add_argument("--task", metavar="T",
+    p.add_argument("--task", metavar="T", type=_task_name,
                    help=f"pipeline task, one of {', '.join(sorted(TASKS))} (default: inferred from the config)")
     p.add_argument("--static", action="store_true",
                    help="export with static shapes: the artifact accepts the example shapes "
@@ -87,6 +87,18 @@ def base_parser(prog: str, description: str, artifact: str) -> argparse.Argument
                    help="print only warnings and errors")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     return p
+
+
+def _task_name(value: str) -> str:
+    """``--task``: a name of :data:`~export_core.tasks.TASKS` (checked before torch is imported).
+
+    Raises:
+        argparse.ArgumentTypeError: an unknown task; the message lists the known ones.
+    """
+    if value not in TASKS:
+        raise argparse.ArgumentTypeError(
+            f"unknown task {value!r}; known tasks: {', '.join(sorted(TASKS))}")
+    return value
 
 
 def workarounds_command(argv: Sequence[str], prog: str, backend: str) -> int | None:
@@ -295,7 +307,7 @@ def _export(args: argparse.Namespace, model_dir: Path, out_dir: Path,
         loaded = load_model_dir(model_dir, args.task)
     # ── CLI stage 2: build example inputs ──
     with _cli_stage(recorder, "inputs"):
-        sets = build_input_sets(loaded.model, loaded.config, loaded.task.modality, loaded.tokenizer)
+        sets = build_input_sets(loaded.model, loaded.config, loaded.tokenizer)
     exporter = exporter.configured(constant_kwargs=dict(loaded.task.constant_kwargs))
     return exporter.export(
         loaded.model,

@@ -18,6 +18,7 @@ __all__ = [
     "RuntimeLoadError",
     "ValidationError",
     "OutputError",
+    "first_line",
 ]
 
 
@@ -98,3 +99,14 @@ class OutputError(ExportError):
     """The output directory cannot be created or written."""
 
     stage = "save"
+
+
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """The root cause of ``error`` as one short line: ``Type: first line of message``."""
+    root = error
+    while root.__cause__ is not None and not isinstance(root, ExportError):
+        root = root.__cause__
+    text = str(root).strip()
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    out = f"{type(root).__name__}: {line}" if not isinstance(root, ExportError) else line
+    return out if len(out) <= limit else out[: limit - 3] + "..."

@@ -67,6 +67,25 @@ def check_model_dir(path: Path) -> None:
         raise LoadError(f"{path} holds no weights (expected one of {', '.join(WEIGHT_FILES)})")
 
 
+def _load_for_task(transformers: Any, spec: TaskSpec, path: Path) -> Any:
+    """The model of ``path`` loaded by the first of ``spec.auto_classes`` that maps its config.
+
+    Raises:
+        LoadError: every auto class failed; the message names the first one's error.
+    """
+    errors: list[tuple[str, Exception]] = []
+    for name in spec.auto_classes:
+        try:
+            return getattr(transformers, name).from_pretrained(path, local_files_only=True,
+                                                               dtype="float32")
+        except Exception as e:  # noqa: BLE001 - try the next auto class, report the first
+            errors.append((name, e))
+    name, e = errors[0]
+    first = next((ln for ln in str(e).splitlines() if ln.strip()), "")
+    raise LoadError(f"cannot load {name} for task {spec.name!r} from {path}: "
+                    f"{type(e).__name__}: {first}") from e
+
+
 def load_model_dir(path: str | os.PathLike[str], task: str | None = None) -> LoadedModel:
     """Load the model in ``path`` for ``task`` (inferred from the config when ``None``).
 
@@ -95,15 +114,10 @@ def load_model_dir(path: str | os.PathLike[str], task: str | None = None) -> Loa
     except Exception as e:
         raise LoadError(f"config.json in {path} cannot be loaded: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
     spec = task_spec(task or infer_task(config))
-    auto = getattr(transformers, spec.auto_class)
-    try:
-        model = auto.from_pretrained(path, local_files_only=True, dtype="float32")
-    except Exception as e:
-        first = next((ln for ln in str(e).splitlines() if ln.strip()), "")
-        raise LoadError(f"cannot load {spec.auto_class} for task {spec.name!r} from {path}: {type(e).__name__}: {first}") from e
+    model = _load_for_task(transformers, spec, path)
     model.eval()
     tokenizer = None
-    if spec.modality == "text" and any(
+    if any(
         (path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
     ):
         try:
