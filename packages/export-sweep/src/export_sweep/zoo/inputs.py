@@ -4,22 +4,7 @@ The command-line tools build their inputs with the same recipes, so a model type
 exports is exported by ``export-onnx DIR`` / ``export-executorch DIR`` with the same input layout.
 """
 
-from export_core.inputs.recipes import (
-    DEFAULT_SHAPES,
-    ExampleInputs,
-    InputRecipe,
-    find_config_value,
-    forward_parameters,
-    input_recipes,
-    make_example_inputs,
-)
+from export_core.inputs import recipes as _recipes
+from export_core.inputs.recipes import *  # noqa: F403 - the zoo re-exports the recipes' names
 
-__all__ = [
-    "DEFAULT_SHAPES",
-    "ExampleInputs",
-    "InputRecipe",
-    "find_config_value",
-    "forward_parameters",
-    "input_recipes",
-    "make_example_inputs",
-]
+__all__ = list(_recipes.__all__)
