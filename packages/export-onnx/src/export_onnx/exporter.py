@@ -142,8 +142,8 @@ class OnnxExporter(DynamoExporter):
         axes = axis_names(capture.program, capture.input_names)
         rename_symbolic_dims(onnx_program.model, {a.symbol: a.name for a in axes})
         bounds = axis_bounds(capture.program, axes, model_config(capture.module))
-        # a static program has no dynamic axis: it reports no bounds (as ExecuTorch does)
-        run.report.extra["bounds"] = bounds.as_dict() if bounds.dims else None
+        if bounds.dims:  # a static program has no dynamic axis: its report has no bounds
+            run.report.extra["bounds"] = bounds.as_dict()
         fixes = tuple(dict.fromkeys([*fixed.applied, *run.session.observed(REFIXED), *ir.applied]))
         translations = tuple(run.session.observed(TRANSLATED))
         run.report.fixes["applied"] = list(fixes)
