@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import shutil
 
-import onnx
+import pytest
 
+import onnx
 from export_onnx.cli import main
 
 
@@ -25,16 +26,24 @@ def _roberta_tokenizer():
     return transformers.RobertaTokenizer(vocab={t: i for i, t in enumerate(tokens)}, merges=[])
 
 
-def test_roberta_artifact_takes_the_tokenizers_inputs(tiny_model_dir, tmp_path, capsys):
+@pytest.mark.parametrize("with_tokenizer", [False, True], ids=["no-tokenizer", "tokenizer"])
+def test_roberta_artifact_takes_the_tokenizers_inputs(with_tokenizer, tiny_model_dir, tmp_path,
+                                                      capsys):
+    """RobertaModel.forward accepts token_type_ids, a RoBERTa tokenizer never returns them: the
+    artifact takes the tokenizer's model_input_names, with the tokenizer saved beside the model
+    and without it (then the tokenizer class of the model type says)."""
+    import transformers
+
     model_dir = tmp_path / "roberta"
     shutil.copytree(tiny_model_dir("roberta"), model_dir)
-    tokenizer = _roberta_tokenizer()
-    tokenizer.save_pretrained(model_dir)
+    if with_tokenizer:
+        _roberta_tokenizer().save_pretrained(model_dir)
     out = tmp_path / "out"
     rc = main([str(model_dir), "-o", str(out), "-q"])
     assert rc == 0, capsys.readouterr().err
     report = json.loads((out / "export_report.json").read_text())
-    assert report["inputs"] == list(tokenizer.model_input_names) == ["input_ids", "attention_mask"]
+    names = transformers.RobertaTokenizer.model_input_names
+    assert report["inputs"] == list(names) == ["input_ids", "attention_mask"]
     assert "token_type_ids" not in _dims(onnx.load(out / "model.onnx"))
     assert report["validation"]["passed"] and len(report["validation"]["checks"]) >= 2
 
