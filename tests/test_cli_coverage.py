@@ -37,18 +37,21 @@ CASES = [
     ("vit", "executorch", None, "image-feature-extraction", False),
     ("hubert", "onnx", None, "audio-feature-extraction", False),
     ("hubert", "executorch", None, "audio-feature-extraction", False),
+    ("wav2vec2", "onnx", "automatic-speech-recognition", "automatic-speech-recognition", False),
     ("ast", "onnx", None, "audio-classification", False),
     ("ast", "executorch", None, "audio-classification", False),
     ("blip", "onnx", None, "zero-shot-image-classification", False),
     ("blip", "executorch", "feature-extraction", "feature-extraction", False),
+    ("paligemma", "onnx", "image-text-to-text", "image-text-to-text", False),
     ("detr", "onnx", None, "object-detection", False),
     ("segformer", "onnx", None, "image-segmentation", False),
     ("dpt", "onnx", None, "depth-estimation", False),
 ]
-"""T5 and BART are saved as the base models COVERAGE.md measured and loaded for
-``text2text-generation`` (``…ForConditionalGeneration``); Whisper likewise for
-``automatic-speech-recognition``; CLIP and BLIP default to ``zero-shot-image-classification``
-and are also exported for ``feature-extraction``."""
+"""The models are saved as the base models COVERAGE.md measured; T5 and BART are loaded for
+``text2text-generation`` (``…ForConditionalGeneration``), Whisper and wav2vec2 for
+``automatic-speech-recognition`` (sequence-to-sequence, CTC), PaliGemma for
+``image-text-to-text``; CLIP and BLIP default to ``zero-shot-image-classification`` and are
+also exported for ``feature-extraction``."""
 
 
 def _coverage_status(model_type: str, backend: str) -> str:

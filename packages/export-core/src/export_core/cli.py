@@ -296,7 +296,7 @@ def run_export(
 def _export(args: argparse.Namespace, model_dir: Path, out_dir: Path,
             listener: RichStageListener, make_exporter: Callable[..., DynamoExporter]) -> Any:
     """The heavy part of :func:`run_export`: torch is imported here."""
-    from .inputs import build_input_sets
+    from .inputs import build_input_sets, forward_parameters
     from .loading import load_model_dir
     from .stages import StageRecorder
 
@@ -308,7 +308,10 @@ def _export(args: argparse.Namespace, model_dir: Path, out_dir: Path,
     # ── CLI stage 2: build example inputs ──
     with _cli_stage(recorder, "inputs"):
         sets = build_input_sets(loaded.model, loaded.config, loaded.tokenizer)
-    exporter = exporter.configured(constant_kwargs=dict(loaded.task.constant_kwargs))
+    # a task's fixed kwargs the forward takes (a CTC model has no use_cache)
+    params = forward_parameters(loaded.model)
+    exporter = exporter.configured(constant_kwargs={
+        k: v for k, v in loaded.task.constant_kwargs.items() if k in params})
     return exporter.export(
         loaded.model,
         sets.export,

@@ -8,7 +8,6 @@ but only when the tokenized sets have exactly the keys the recipe builds.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ import torch
 
 from ..errors import InputError, first_line
 from .input_names import tokenizer_input_names
-from .recipes import DEFAULT_SHAPES, ExampleInputs, make_example_inputs
+from .recipes import DEFAULT_SHAPES, ExampleInputs, forward_parameters, make_example_inputs
 
 __all__ = ["BATCH_ONE_SHAPE", "InputSets", "SAMPLE_SENTENCES", "build_input_sets", "eager_check"]
 
@@ -72,18 +71,11 @@ def eager_check(model: torch.nn.Module) -> Callable[[dict[str, Any]], None]:
     return check
 
 
-def _forward_params(model: torch.nn.Module) -> set[str]:
-    try:
-        return set(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError):
-        return set()
-
-
 def _tokenized(model: torch.nn.Module, tokenizer: Any, keys: set[str],
                check: Callable[[dict[str, Any]], None]) -> list[dict[str, torch.Tensor]] | None:
     """:data:`SAMPLE_SENTENCES` tokenized (int64 ``(batch, sequence)``, padded), or ``None``
     when the tokenizer's sets do not have exactly ``keys`` or the forward rejects them."""
-    params = _forward_params(model)
+    params = forward_parameters(model)
     sets = []
     try:
         for batch in SAMPLE_SENTENCES:
