@@ -71,9 +71,22 @@ def _cli_main(backend: str):
     return main
 
 
+XFAIL = {
+    ("paligemma", "onnx"): "PaliGemmaForConditionalGeneration's logits differ from eager at batch 1 "
+    "(max |diff| 0.148 at input_ids (1, 69)); COVERAGE.md measured PaliGemmaModel at two shapes "
+    "without batch 1",
+    ("dpt", "onnx"): "the zoo's DPT config, shrunk for DPTModel, does not fit "
+    "DPTForDepthEstimation's neck (no input recipe works: 'The number of hidden states should be "
+    "equal to the number of neck hidden sizes')",
+}
+"""Cases that fail today, strict: an entry that starts passing fails the suite until removed."""
+
+
 def _params():
     for name, backend, given, task, default in CASES:
         marks = [] if default else [pytest.mark.slow]
+        if (name, backend) in XFAIL:
+            marks.append(pytest.mark.xfail(strict=True, reason=XFAIL[name, backend]))
         yield pytest.param(name, backend, given, task, marks=marks,
                            id=f"{name}-{backend}" + (f"-{given}" if given else ""))
 
