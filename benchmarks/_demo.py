@@ -18,5 +18,5 @@ def load_demo() -> tuple[Any, InputSets]:
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     loaded = load_model_dir(demo_model_dir())
-    sets = build_input_sets(loaded.model, loaded.config, loaded.task.modality, loaded.tokenizer)
+    sets = build_input_sets(loaded.model, loaded.config, loaded.tokenizer)
     return loaded.model, sets

@@ -28,7 +28,7 @@ def _models():
     import torch
     import transformers
 
-    from export_core.inputs import build_input_sets, vision_inputs
+    from export_core.inputs import build_input_sets
 
     torch.manual_seed(0)
     try:
@@ -44,11 +44,11 @@ def _models():
             vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=128, max_position_embeddings=128)).eval()
         name = "tiny-bert"
-    yield name, text, build_input_sets(text, text.config, "text", tok)
+    yield name, text, build_input_sets(text, text.config, tok)
     resnet = transformers.ResNetForImageClassification(transformers.ResNetConfig(
         embedding_size=16, hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1],
         num_labels=10)).eval()
-    yield "tiny-resnet", resnet, vision_inputs(resnet, resnet.config)
+    yield "tiny-resnet", resnet, build_input_sets(resnet, resnet.config)
 
 
 def main() -> int:

@@ -28,6 +28,19 @@ TINY_MODELS: dict[str, tuple[str, str]] = {
     "convnext": ("convnext", "ConvNextForImageClassification"),
     "resnet": ("resnet", "ResNetModel"),
     "mobilevit": ("mobilevit", "MobileViTForImageClassification"),
+    # across modalities, for the CLI coverage test (tests/test_cli_coverage.py)
+    "t5": ("t5", "T5Model"),
+    "bart": ("bart", "BartModel"),
+    "whisper": ("whisper", "WhisperModel"),
+    "hubert": ("hubert", "HubertModel"),
+    "wav2vec2": ("wav2vec2", "Wav2Vec2Model"),
+    "ast": ("audio-spectrogram-transformer", "ASTForAudioClassification"),
+    "clip": ("clip", "CLIPModel"),
+    "blip": ("blip", "BlipModel"),
+    "paligemma": ("paligemma", "PaliGemmaModel"),
+    "detr": ("detr", "DetrForObjectDetection"),
+    "segformer": ("segformer", "SegformerForSemanticSegmentation"),
+    "dpt": ("dpt", "DPTForDepthEstimation"),
 }
 """The fixture architectures: the zoo's tiny config of each type, built as this class."""
 

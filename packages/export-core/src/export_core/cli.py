@@ -89,7 +89,7 @@ def base_parser(prog: str, description: str, artifact: str) -> argparse.Argument
     p.add_argument("-o", "--output", metavar="OUT",
                    help=f"output directory for {artifact} and export_report.json "
                    "(default: exported/<model name>)")
-    p.add_argument("--task", metavar="T",
+    p.add_argument("--task", metavar="T", type=_task_name,
                    help=f"pipeline task, one of {', '.join(sorted(TASKS))} (default: inferred from the config)")
     p.add_argument("--static", action="store_true",
                    help="export with static shapes: the artifact accepts the example shapes "
@@ -120,6 +120,18 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _task_name(value: str) -> str:
+    """``--task``: a name of :data:`~export_core.tasks.TASKS` (checked before torch is imported).
+
+    Raises:
+        argparse.ArgumentTypeError: an unknown task; the message lists the known ones.
+    """
+    if value not in TASKS:
+        raise argparse.ArgumentTypeError(
+            f"unknown task {value!r}; known tasks: {', '.join(sorted(TASKS))}")
     return value
 
 
@@ -429,7 +441,7 @@ def _export(args: argparse.Namespace, model_dir: Path, out_dir: Path,
         # ── CLI stage 1: import torch, transformers and the backend ──
         with _cli_stage(recorder, "imports"):
             quiet.enter_context(_quiet_libraries(args.verbose, quiet_loggers))
-            from .inputs import build_input_sets
+            from .inputs import build_input_sets, forward_parameters
             from .loading import load_model_dir
 
             exporter = make_exporter(args, listener, dynamic=not args.static,
@@ -453,9 +465,11 @@ def _export(args: argparse.Namespace, model_dir: Path, out_dir: Path,
                               f"to the -with-past tasks only, not to {loaded.task.name!r}", stage="task")
         # ── CLI stage 3: build example inputs ──
         with _cli_stage(recorder, "inputs"):
-            sets = build_input_sets(loaded.model, loaded.config, loaded.task.modality,
-                                    loaded.tokenizer)
-        exporter = exporter.configured(constant_kwargs=dict(loaded.task.constant_kwargs))
+            sets = build_input_sets(loaded.model, loaded.config, loaded.tokenizer)
+        # a task's fixed kwargs the forward takes (a CTC model has no use_cache)
+        params = forward_parameters(loaded.model)
+        exporter = exporter.configured(constant_kwargs={
+            k: v for k, v in loaded.task.constant_kwargs.items() if k in params})
         return exporter.export(
             loaded.model,
             sets.export,

@@ -19,6 +19,7 @@ __all__ = [
     "ValidationError",
     "OutputError",
     "BudgetError",
+    "first_line",
 ]
 
 
@@ -105,3 +106,14 @@ class BudgetError(ExportError):
     """The artifact, or the memory it plans, would exceed a size budget the caller set
     (``max_artifact_bytes``, ``max_arena_bytes``); raised before the expensive stage, with the
     numbers (stage: the stage that refused it)."""
+
+
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """The root cause of ``error`` as one short line: ``Type: first line of message``."""
+    root = error
+    while root.__cause__ is not None and not isinstance(root, ExportError):
+        root = root.__cause__
+    text = str(root).strip()
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    out = f"{type(root).__name__}: {line}" if not isinstance(root, ExportError) else line
+    return out if len(out) <= limit else out[: limit - 3] + "..."

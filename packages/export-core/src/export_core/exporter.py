@@ -30,7 +30,7 @@ from .dynamic_shapes import (
     resized_inputs,
     revalued_inputs,
 )
-from .errors import CaptureError, ExportError, InputError, OutputError, ValidationError
+from .errors import CaptureError, ExportError, InputError, OutputError, ValidationError, first_line
 from .fixes import apply_fx_node_fixes
 from .naming import leaf_names
 from .output import commit_export, lock_output, prepare_output, record_failure, staging_directory
@@ -71,17 +71,6 @@ STATEFUL_CACHE_ATTRS: tuple[str, ...] = (
 )
 """Attributes some models (re)compute inside ``forward`` (rotary caches); reset after capture so
 tensors created while tracing do not leak into later eager calls."""
-
-
-def first_line(error: BaseException, limit: int = 300) -> str:
-    """The root cause of ``error`` as one short line: ``Type: first line of message``."""
-    root = error
-    while root.__cause__ is not None and not isinstance(root, ExportError):
-        root = root.__cause__
-    text = str(root).strip()
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    out = f"{type(root).__name__}: {line}" if not isinstance(root, ExportError) else line
-    return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
 def describe_inputs(inputs: dict[str, Any] | tuple[Any, ...], names: Sequence[str] = ()) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import LoadError
+from .errors import LoadError, first_line
 from .tasks import TaskSpec, infer_task, task_spec
 
 __all__ = ["LoadedModel", "PICKLE_REFUSED", "REMOTE_CODE_REFUSED", "check_model_dir",
@@ -88,6 +88,35 @@ def check_model_dir(path: Path) -> None:
         raise LoadError(f"{path} holds no weights (expected one of {', '.join(WEIGHT_FILES)})")
 
 
+def _load_for_task(transformers: Any, spec: TaskSpec, path: Path) -> tuple[Any, dict[str, Any], str]:
+    """The model of ``path`` loaded by the first of ``spec.auto_classes`` that maps its config
+    (safetensors first, pickles with ``weights_only=True``, no remote code, mismatched shapes
+    kept for :func:`_check_loading_info`).
+
+    Returns:
+        The model, its loading info and the auto class that loaded it.
+
+    Raises:
+        LoadError: the pickle weights hold objects other than tensors; or every auto class
+            failed (the message names the first one's error).
+    """
+    errors: list[tuple[str, Exception]] = []
+    for name in spec.auto_classes:
+        try:
+            model, info = getattr(transformers, name).from_pretrained(
+                path, local_files_only=True, dtype="float32", trust_remote_code=False,
+                output_loading_info=True, ignore_mismatched_sizes=True,
+            )
+            return model, info, name
+        except Exception as e:  # noqa: BLE001 - try the next auto class, report the first
+            if "weights only load failed" in str(e).lower():
+                raise LoadError(f"the pickle weights in {path} hold objects other than tensors; "
+                                f"{PICKLE_REFUSED}") from e
+            errors.append((name, e))
+    name, e = errors[0]
+    raise LoadError(f"cannot load {name} for task {spec.name!r} from {path}: {first_line(e)}") from e
+
+
 def load_model_dir(path: str | os.PathLike[str], task: str | None = None) -> LoadedModel:
     """Load the model in ``path`` for ``task`` (inferred from the config when ``None``).
 
@@ -130,22 +159,11 @@ def load_model_dir(path: str | os.PathLike[str], task: str | None = None) -> Loa
             "be inferred; pass --task (feature-extraction for the bare model)"
         )
     spec = task_spec(task or infer_task(config))
-    auto = getattr(transformers, spec.auto_class)
-    try:
-        model, info = auto.from_pretrained(
-            path, local_files_only=True, dtype="float32", trust_remote_code=False,
-            output_loading_info=True, ignore_mismatched_sizes=True,
-        )
-    except Exception as e:
-        if "weights only load failed" in str(e).lower():
-            raise LoadError(f"the pickle weights in {path} hold objects other than tensors; "
-                            f"{PICKLE_REFUSED}") from e
-        raise LoadError(f"cannot load {spec.auto_class} for task {spec.name!r} from {path}: "
-                        f"{first_line(e)}") from e
-    _check_loading_info(info, path, spec.auto_class)
+    model, info, loaded_by = _load_for_task(transformers, spec, path)
+    _check_loading_info(info, path, loaded_by)
     model.eval()
     tokenizer = None
-    if spec.modality == "text" and any(
+    if any(
         (path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
     ):
         try:

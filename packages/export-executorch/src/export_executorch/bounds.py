@@ -45,6 +45,7 @@ import torch
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
+from export_core.axes import WAVEFORM_INPUTS, axis_role, config_int, position_limit
 from export_core.dynamic_shapes import DeclaredDim
 from export_core.errors import InputError
 
@@ -83,25 +84,11 @@ AUDIO_SECONDS = 1
 ExecuTorch plans a wav2vec2-style encoder's arena roughly quadratically in this cap (a tiny HuBERT
 at batch 8 plans 70 MiB for 4000 samples, 1.1 GiB for 16000 and 107 GiB for 160000)."""
 
-WAVEFORM_INPUTS = frozenset({"input_values", "audio_values", "input_audio", "waveform", "audio"})
-"""Input names whose last axis is an ``audio`` axis when they are a waveform: ``(batch,
-samples)`` or ``(batch, channels, samples)``. A spectrogram passed as ``input_values``
-``(batch, frames, mel)`` keeps ``sequence`` frames (its mel axis is static)."""
-
 MIN_CAP = 3
 """Smallest cap that keeps an axis dynamic. ``to_edge_transform_and_lower`` re-traces the program
 and lifts every lower bound of 1 back to ``torch.export``'s 2, so a range ``[1, 2]`` collapses to
 the constant 2 and the program rejects size 1 (measured on ExecuTorch 1.5 / torch 2.13)."""
 
-_POSITION_KEYS = (
-    "max_position_embeddings",
-    "n_positions",
-    "max_seq_len",
-    "max_sequence_length",
-    "n_ctx",
-    "seq_length",
-)
-_SUB_CONFIGS = ("text_config", "vision_config", "encoder", "decoder")
 _AUDIO_SUB_CONFIGS = ("audio_config", "encoder", "text_config")
 
 
@@ -208,23 +195,6 @@ class BoundsPlan:
         }
 
 
-def _config_int(
-    config: Any, keys: tuple[str, ...], sub_configs: tuple[str, ...] = _SUB_CONFIGS
-) -> tuple[int, str] | None:
-    if config is None:
-        return None
-    for owner in (config, *(getattr(config, s, None) for s in sub_configs)):
-        if owner is None:
-            continue
-        for key in keys:
-            value = getattr(owner, key, None)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value, key
-            if key == "image_size" and isinstance(value, list | tuple) and value:
-                return max(int(v) for v in value), key
-    return None
-
-
 def dim_limits(
     model_config: Any,
     *,
@@ -261,7 +231,7 @@ def dim_limits(
     if max_batch is None:
         max_batch, sources["max_batch"] = DEFAULT_MAX_BATCH, "default"
     if max_seq is None:
-        found = _config_int(model_config, _POSITION_KEYS)
+        found = position_limit(model_config)
         if found is not None:
             max_seq = min(found[0], DEFAULT_MAX_SEQ)
             sources["max_seq"] = (
@@ -271,48 +241,19 @@ def dim_limits(
         else:
             max_seq, sources["max_seq"] = DEFAULT_MAX_SEQ, "default"
     if max_image_size is None:
-        found = _config_int(model_config, ("image_size",))
+        found = config_int(model_config, ("image_size",))
         if found is not None:
             max_image_size, sources["max_image_size"] = found[0], f"config.{found[1]}"
         else:
             max_image_size, sources["max_image_size"] = DEFAULT_MAX_IMAGE_SIZE, "default"
     if max_audio_samples is None:
-        found = _config_int(model_config, ("sampling_rate",), _AUDIO_SUB_CONFIGS)
+        found = config_int(model_config, ("sampling_rate",), _AUDIO_SUB_CONFIGS)
         if found is not None:
             max_audio_samples = AUDIO_SECONDS * found[0]
             sources["max_audio_samples"] = f"{AUDIO_SECONDS} s at config.{found[1]}={found[0]}"
         else:
             max_audio_samples, sources["max_audio_samples"] = DEFAULT_MAX_AUDIO_SAMPLES, "default"
     return DimLimits(max_batch, max_seq, max_image_size, max_audio_samples, sources)
-
-
-def _is_waveform(value: Any) -> bool:
-    """``(batch, samples)``, or ``(batch, channels, samples)`` with a static channel axis; a
-    ``(batch, frames, mel)`` spectrogram has two dynamic axes after the batch."""
-    ndim = getattr(value, "dim", lambda: 0)()
-    if ndim == 2:
-        return True
-    channels = value.shape[1] if ndim == 3 else None
-    return ndim == 3 and not (isinstance(channels, torch.SymInt) and channels.node.expr.free_symbols)
-
-
-def axis_role(input_name: str, value: Any, axis: int) -> str:
-    """The role of ``axis`` of input ``input_name`` whose traced value is ``value``.
-
-    Axis 0 is the batch; the last axis of a waveform input (:data:`WAVEFORM_INPUTS`) is
-    ``audio``; height and width of a 4-d floating input (``pixel_values``) are ``image``; every
-    other axis (tokens, mask positions) is ``sequence``.
-    """
-    if axis == 0:
-        return "batch"
-    if input_name in WAVEFORM_INPUTS and _is_waveform(value) and axis == value.dim() - 1:
-        return "audio"
-    dtype = getattr(value, "dtype", None)
-    if getattr(value, "dim", lambda: 0)() == 4 and axis >= 2 and dtype is not None and dtype.is_floating_point:
-        return "image"
-    if "pixel" in input_name and axis >= 2:
-        return "image"
-    return "sequence"
 
 
 def _user_placeholders(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from export_core.axes import axis_bounds, axis_names, model_config
 from export_core.budget import check_budget, weight_bytes
 from export_core.errors import ExportError, OutputError, TranslationError
 from export_core.exporter import (
@@ -27,6 +28,7 @@ from export_core.stages import StageListener
 
 from . import workarounds as _workarounds  # noqa: F401  (registers the ONNX workarounds)
 from .artifacts import ARTIFACT_PATTERNS, VERSION_PACKAGES
+from .axis_names import rename_symbolic_dims
 from .external_data import external_data_files
 from .ir_fixes import apply_ir_fixes
 from .opsets import check_opset
@@ -144,6 +146,12 @@ class OnnxExporter(DynamoExporter):
         # ── ONNX stage 5: ONNX IR fixes ──
         with run.stage("ir_fixes"):
             ir = apply_ir_fixes(onnx_program.model, FixContext(BACKEND, "ir_fixes", cfg, capture))
+        # Axis names and bounds: dims named batch / sequence / height / ..., not s18 / s41.
+        axes = axis_names(capture.program, capture.input_names)
+        rename_symbolic_dims(onnx_program.model, {a.symbol: a.name for a in axes})
+        bounds = axis_bounds(capture.program, axes, model_config(capture.module))
+        if bounds.dims:  # a static program has no dynamic axis: its report has no bounds
+            run.report.extra["bounds"] = bounds.as_dict()
         fixes = tuple(dict.fromkeys([*fixed.applied, *run.session.observed(REFIXED), *ir.applied]))
         translations = tuple(run.session.observed(TRANSLATED))
         run.report.fixes["applied"] = list(fixes)

@@ -19,10 +19,9 @@ Source: https://github.com/pytorch/executorch/issues/8766
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
+from export_core.axes import model_config
 from export_core.dynamic_shapes import declared_dims
 from export_core.fixes import FixContext, FixResult
 from export_core.registry import register_fx_program_fix
@@ -31,12 +30,6 @@ from ..bounds import apply_dim_bounds, dim_limits
 from ..stages import BACKEND
 
 __all__ = ["bound_dynamic_dims", "model_config"]
-
-
-def model_config(module: torch.nn.Module) -> Any:
-    """The Hugging Face config of a traced module (behind its signature adapter), or ``None``."""
-    inner = getattr(module, "model", module)
-    return getattr(inner, "config", None) or getattr(module, "config", None)
 
 
 @register_fx_program_fix(

@@ -8,10 +8,9 @@ declares (``vision_config``, ``audio_config``, ``text_config``, ...).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
+
+from export_core.modality import Modality, auto_mappings, model_modality
 
 __all__ = [
     "CatalogEntry",
@@ -21,18 +20,6 @@ __all__ = [
     "model_class_name",
     "model_modality",
 ]
-
-
-class Modality(StrEnum):
-    """Input modality of a model type."""
-
-    TEXT = "text"
-    VISION = "vision"
-    AUDIO = "audio"
-    VIDEO = "video"
-    MULTIMODAL = "multimodal"
-    ENCODER_DECODER = "encoder-decoder"
-    OTHER = "other"
 
 
 @dataclass(frozen=True)
@@ -55,60 +42,6 @@ class CatalogEntry:
     modality: Modality
 
 
-_MULTIMODAL_TASKS = (
-    "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
-    "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
-    "MODEL_FOR_VISUAL_QUESTION_ANSWERING_MAPPING_NAMES",
-    "MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES",
-    "MODEL_FOR_ZERO_SHOT_OBJECT_DETECTION_MAPPING_NAMES",
-    "MODEL_FOR_DOCUMENT_QUESTION_ANSWERING_MAPPING_NAMES",
-    "MODEL_FOR_RETRIEVAL_MAPPING_NAMES",
-)
-_VIDEO_TASKS = ("MODEL_FOR_VIDEO_CLASSIFICATION_MAPPING_NAMES",)
-_AUDIO_TASKS = (
-    "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
-    "MODEL_FOR_AUDIO_FRAME_CLASSIFICATION_MAPPING_NAMES",
-    "MODEL_FOR_AUDIO_XVECTOR_MAPPING_NAMES",
-    "MODEL_FOR_CTC_MAPPING_NAMES",
-    "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
-    "MODEL_FOR_RNNT_MAPPING_NAMES",
-    "MODEL_FOR_TDT_MAPPING_NAMES",
-)
-_VISION_TASKS = (
-    "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
-    "MODEL_FOR_IMAGE_MAPPING_NAMES",
-    "MODEL_FOR_BACKBONE_MAPPING_NAMES",
-    "MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES",
-    "MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES",
-    "MODEL_FOR_IMAGE_SEGMENTATION_MAPPING_NAMES",
-    "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES",
-    "MODEL_FOR_INSTANCE_SEGMENTATION_MAPPING_NAMES",
-    "MODEL_FOR_UNIVERSAL_SEGMENTATION_MAPPING_NAMES",
-    "MODEL_FOR_MASKED_IMAGE_MODELING_MAPPING_NAMES",
-    "MODEL_FOR_IMAGE_TO_IMAGE_MAPPING_NAMES",
-    "MODEL_FOR_KEYPOINT_DETECTION_MAPPING_NAMES",
-    "MODEL_FOR_KEYPOINT_MATCHING_MAPPING_NAMES",
-    "MODEL_FOR_MASK_GENERATION_MAPPING_NAMES",
-    "MODEL_FOR_IMAGE_MATTING_MAPPING_NAMES",
-    "MODEL_FOR_POSE_ESTIMATION_MAPPING_NAMES",
-    "MODEL_FOR_NORMAL_ESTIMATION_MAPPING_NAMES",
-    "MODEL_FOR_POINTMAP_ESTIMATION_MAPPING_NAMES",
-    "MODEL_FOR_CAUSAL_IMAGE_MODELING_MAPPING_NAMES",
-    "MODEL_FOR_TABLE_RECOGNITION_MAPPING_NAMES",
-    "MODEL_FOR_TEXT_RECOGNITION_MAPPING_NAMES",
-)
-_SEQ2SEQ_TASKS = ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",)
-_TEXT_TASKS = (
-    "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
-    "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
-    "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
-    "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",
-    "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES",
-    "MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES",
-    "MODEL_FOR_TEXT_ENCODING_MAPPING_NAMES",
-    "MODEL_FOR_NEXT_SENTENCE_PREDICTION_MAPPING_NAMES",
-    "MODEL_FOR_PRETRAINING_MAPPING_NAMES",
-)
 # Head mappings searched, in order, for a class when the type has no base model.
 _HEAD_ORDER = (
     "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
@@ -133,57 +66,9 @@ _HEAD_ORDER = (
 )
 
 
-@functools.cache
-def _mappings() -> dict[str, dict[str, Any]]:
-    from transformers.models.auto import configuration_auto, modeling_auto, tokenization_auto
-
-    maps = {
-        name: dict(getattr(modeling_auto, name))
-        for name in dir(modeling_auto)
-        if name.endswith("_MAPPING_NAMES") and name.startswith("MODEL")
-    }
-    maps["CONFIG_MAPPING_NAMES"] = dict(configuration_auto.CONFIG_MAPPING_NAMES)
-    maps["TOKENIZER_MAPPING_NAMES"] = dict(tokenization_auto.TOKENIZER_MAPPING_NAMES)
-    # The processor name tables; the ``*_auto`` modules that re-export them may require
-    # torchvision, the plain tables do not.
-    try:
-        from transformers.models.auto import auto_mappings
-    except ImportError:  # older layouts
-        auto_mappings = None
-    for name in (
-        "IMAGE_PROCESSOR_MAPPING_NAMES",
-        "FEATURE_EXTRACTOR_MAPPING_NAMES",
-        "VIDEO_PROCESSOR_MAPPING_NAMES",
-        "PROCESSOR_MAPPING_NAMES",
-    ):
-        try:
-            maps[name] = dict(getattr(auto_mappings, name))
-        except Exception:  # noqa: BLE001 - table missing in this version
-            maps[name] = {}
-    return maps
-
-
-def _in(model_type: str, names: tuple[str, ...]) -> bool:
-    maps = _mappings()
-    return any(model_type in maps.get(n, {}) for n in names)
-
-
-def _sub_config_keys(model_type: str) -> set[str]:
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
-    try:
-        cls = CONFIG_MAPPING[model_type]
-    except KeyError:
-        return set()
-    try:
-        return set(cls.sub_configs or {})
-    except Exception:  # noqa: BLE001 - a broken class attribute must not break the catalog
-        return set()
-
-
 def base_model_types() -> list[str]:
     """Model types of ``MODEL_MAPPING_NAMES`` (the base models), in mapping order."""
-    return list(_mappings()["MODEL_MAPPING_NAMES"])
+    return list(auto_mappings()["MODEL_MAPPING_NAMES"])
 
 
 def model_class_name(model_type: str) -> str | None:
@@ -198,81 +83,12 @@ def model_class_name(model_type: str) -> str | None:
     Returns:
         The class name, or ``None`` when no mapping has the type.
     """
-    maps = _mappings()
+    maps = auto_mappings()
     for name in ("MODEL_MAPPING_NAMES", *_HEAD_ORDER):
         cls = maps.get(name, {}).get(model_type)
         if cls:
             return cls if isinstance(cls, str) else cls[0]
     return None
-
-
-@functools.cache
-def model_modality(model_type: str) -> Modality:
-    """Input modality of ``model_type``, derived from the auto mappings.
-
-    Order of precedence: video, multimodal (a text input plus an image or audio one), audio,
-    vision, encoder-decoder (text to text), text, other.
-
-    Args:
-        model_type: a ``config.model_type`` key.
-
-    Returns:
-        The modality.
-    """
-    maps = _mappings()
-    subs = _sub_config_keys(model_type)
-    has_tokenizer = model_type in maps["TOKENIZER_MAPPING_NAMES"] or _in(model_type, _TEXT_TASKS)
-    has_text_sub = bool(subs & {"text_config", "text_encoder", "decoder_config", "qformer_config"})
-    has_vision_sub = bool(
-        subs
-        & {"vision_config", "image_config", "vision_encoder_config", "backbone_config", "vq_config"}
-    )
-    has_audio_sub = bool(
-        subs & {"audio_config", "speech_config", "audio_encoder_config", "encoder_config"}
-    ) and "audio" in _config_doc(model_type)
-    image_proc = model_type in maps["IMAGE_PROCESSOR_MAPPING_NAMES"]
-    feature_ext = model_type in maps["FEATURE_EXTRACTOR_MAPPING_NAMES"]
-    video_proc = model_type in maps["VIDEO_PROCESSOR_MAPPING_NAMES"]
-
-    if _in(model_type, _VIDEO_TASKS) or (video_proc and not has_tokenizer and not image_proc):
-        return Modality.VIDEO
-    if _in(model_type, _MULTIMODAL_TASKS) or (
-        (has_tokenizer or has_text_sub) and (has_vision_sub or has_audio_sub or image_proc)
-    ):
-        if not _in(model_type, _AUDIO_TASKS) or _in(model_type, _MULTIMODAL_TASKS):
-            return Modality.MULTIMODAL
-    if _in(model_type, _AUDIO_TASKS) or (feature_ext and not image_proc) or has_audio_sub:
-        return Modality.AUDIO
-    if _in(model_type, _VISION_TASKS) or image_proc or has_vision_sub:
-        return Modality.VISION
-    if _in(model_type, _SEQ2SEQ_TASKS) or subs >= {"encoder", "decoder"}:
-        return Modality.ENCODER_DECODER
-    if has_tokenizer or has_text_sub:
-        return Modality.TEXT
-    # Sub-model types (``clip_vision_model``, ``qwen2_audio_encoder``) appear in no task
-    # mapping: fall back on the configuration class name.
-    name = _config_doc(model_type).split(" ")[0]
-    for marker, modality in (
-        ("video", Modality.VIDEO),
-        ("vision", Modality.VISION),
-        ("image", Modality.VISION),
-        ("audio", Modality.AUDIO),
-        ("speech", Modality.AUDIO),
-        ("text", Modality.TEXT),
-    ):
-        if marker in name:
-            return modality
-    return Modality.OTHER
-
-
-def _config_doc(model_type: str) -> str:
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
-    try:
-        cls = CONFIG_MAPPING[model_type]
-    except KeyError:
-        return ""
-    return f"{cls.__name__} {cls.__module__}".lower()
 
 
 def catalog(*, include_config_only: bool = False) -> tuple[CatalogEntry, ...]:
@@ -285,7 +101,7 @@ def catalog(*, include_config_only: bool = False) -> tuple[CatalogEntry, ...]:
     Returns:
         One entry per type, base-mapping types first, in mapping order.
     """
-    maps = _mappings()
+    maps = auto_mappings()
     base = maps["MODEL_MAPPING_NAMES"]
     types = list(base)
     if include_config_only:

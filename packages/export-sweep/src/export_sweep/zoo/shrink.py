@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from export_core.inputs.special_tokens import NOT_TOKEN_ID_KEYS, TOKEN_ID_KEY, special_token_ids
+
 __all__ = [
     "FAMILY_OVERRIDES",
     "ShrinkTargets",
@@ -142,22 +144,12 @@ FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
 
 # ── Field classification ────────────────────────────────────────────────────────────────────────
 # A field name is matched against these patterns in order; the first family wins.
-_FAMILY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (family, re.compile(pattern))
-    for family, pattern in (
-        (
-            "skip",
-            r"(^|_)(ratio|factor|scale|eps|epsilon|prob|probability|dropout|rate|coef|"
-            r"coefficient|weight|temperature|theta|alpha|beta|gamma|std|mean|cost|threshold|"
-            r"multiplier|range|idx|offset|stride|strides|padding|kernel|kernel_size|"
-            r"kernel_sizes|dilation|seed|period|freq|_init\w*)$",
-        ),
-        (
-            "skip",
-            r"(label|labels|ignore_index|stride|kernel|token_type|type_vocab|dilation|"
-            r"interval|pattern|sparse_step|every|freq|capping|softcap|^n_langs$|pretraining_tp)",
-        ),
-        ("token_id", r"(token_id|token_ids|token_index|^unk_index$|^mask_index$)$"),
+_FAMILY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    *(("skip", p) for p in NOT_TOKEN_ID_KEYS),
+    ("token_id", TOKEN_ID_KEY),
+    *(
+        (family, re.compile(pattern))
+        for family, pattern in (
         (
             "kv_heads",
             r"(num_key_value_heads|num_kv_heads|n_kv_heads|kv_heads|multi_query_group_num|"
@@ -255,7 +247,8 @@ _FAMILY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("queries", r"(^num_queries$|^num_query_tokens$|^num_latents$|^num_object_queries$)"),
         ("groups", r"(^upsample_groups$|^groups$|^conv_groups$)"),
         ("norm_groups", r"(^num_groups$|^norm_groups$|^num_norm_groups$)"),
-    )
+        )
+    ),
 )
 
 
@@ -756,17 +749,6 @@ def _clip_indices(values: list[int], old_n: int, new_n: int) -> list[int]:
     return uniq
 
 
-def _collect_token_ids(d: Mapping[str, Any], out: set[int]) -> None:
-    for key, value in d.items():
-        if isinstance(value, Mapping):
-            _collect_token_ids(value, out)
-        elif _family(key) == "token_id":
-            if _is_int(value):
-                out.add(value)
-            elif _is_int_list(value):
-                out.update(value)
-
-
 def _apply_override(d: dict[str, Any], dotted: str, value: Any) -> None:
     parts = dotted.split(".")
     node: Any = d
@@ -801,9 +783,7 @@ def shrink_config_dict(
     """
     d = copy.deepcopy(dict(config_dict))
     shrinker = _Shrinker(targets)
-    existing: set[int] = set()
-    _collect_token_ids(d, existing)
-    shrinker.kept_token_ids = {v for v in existing if v < targets.vocab}
+    shrinker.kept_token_ids = {v for v in special_token_ids(d) if v < targets.vocab}
     shrinker.walk(d)
     model_type = model_type or d.get("model_type")
     table = FAMILY_OVERRIDES if overrides is None else overrides
@@ -830,21 +810,6 @@ def shrink_config(config: Any, *, targets: ShrinkTargets = TARGETS) -> Any:
     d = shrink_config_dict(config.to_dict(), model_type=model_type, targets=targets)
     d.pop("transformers_version", None)
     return type(config).from_dict(d)
-
-
-def special_token_ids(config: Any) -> set[int]:
-    """All special token ids (``*_token_id``, ``*_token_index``, ...) found in a configuration tree.
-
-    Args:
-        config: a ``PreTrainedConfig`` or its dictionary form.
-
-    Returns:
-        The set of ids; random example tokens should avoid them.
-    """
-    d = config if isinstance(config, Mapping) else config.to_dict()
-    out: set[int] = set()
-    _collect_token_ids(d, out)
-    return {v for v in out if v >= 0}
 
 
 _MROPE_DEFAULT_RE = re.compile(r"""get\(\s*["']mrope_section["']\s*,\s*\[([\d,\s]+)\]""")

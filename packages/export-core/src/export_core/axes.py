@@ -1,0 +1,247 @@
+"""The roles and names of a captured program's dynamic input axes, and the position limit.
+
+Every backend names and bounds dynamic axes by *role*: axis 0 is the ``batch``; token and mask
+positions are the ``sequence``; the height and width of an image are ``image`` axes; the samples
+of a raw waveform are ``audio``. The artifact-facing names (:func:`axis_names`) follow the role:
+``batch``, ``sequence`` (``decoder_sequence`` for ``decoder_*`` inputs), ``height``, ``width``,
+``samples``. Inputs that share an axis share its name, also where ``torch.export`` gave them two
+symbols (an attention mask's batch): two symbols of one role whose example sizes are equal are
+one axis; a symbol of the same role at another size gets the input's name as a suffix
+(``sequence_input_features``).
+
+The sequence's upper bound is the model's position limit (:func:`position_limit`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = [
+    "POSITION_KEYS",
+    "WAVEFORM_INPUTS",
+    "AxisBounds",
+    "AxisName",
+    "axis_bounds",
+    "axis_names",
+    "axis_role",
+    "config_int",
+    "model_config",
+    "position_limit",
+]
+
+WAVEFORM_INPUTS = frozenset({"input_values", "audio_values", "input_audio", "waveform", "audio"})
+"""Input names whose last axis is an ``audio`` axis when they are a waveform: ``(batch,
+samples)`` or ``(batch, channels, samples)``. A spectrogram passed as ``input_values``
+``(batch, frames, mel)`` keeps ``sequence`` frames (its mel axis is static)."""
+
+POSITION_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "max_sequence_length",
+    "n_ctx",
+    "seq_length",
+)
+"""Config fields that hold a model's position limit, in order of preference."""
+
+_SUB_CONFIGS = ("text_config", "vision_config", "encoder", "decoder")
+
+
+def config_int(
+    config: Any, keys: tuple[str, ...], sub_configs: tuple[str, ...] = _SUB_CONFIGS
+) -> tuple[int, str] | None:
+    """The first positive int among ``keys`` of ``config``, then of its ``sub_configs``.
+
+    An ``image_size`` list gives its largest entry.
+
+    Returns:
+        ``(value, key)``, or ``None`` when no key has one (or ``config`` is ``None``).
+    """
+    if config is None:
+        return None
+    for owner in (config, *(getattr(config, s, None) for s in sub_configs)):
+        if owner is None:
+            continue
+        for key in keys:
+            value = getattr(owner, key, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value, key
+            if key == "image_size" and isinstance(value, list | tuple) and value:
+                return max(int(v) for v in value), key
+    return None
+
+
+def model_config(module: torch.nn.Module) -> Any:
+    """The Hugging Face config of a traced module (behind its signature adapter), or ``None``."""
+    inner = getattr(module, "model", module)
+    return getattr(inner, "config", None) or getattr(module, "config", None)
+
+
+def position_limit(config: Any) -> tuple[int, str] | None:
+    """The model's position limit (``max_position_embeddings``, ``n_positions``, ...).
+
+    Returns:
+        ``(tokens, config field)``, or ``None`` when the config states none.
+    """
+    return config_int(config, POSITION_KEYS)
+
+
+def _is_waveform(value: Any) -> bool:
+    """``(batch, samples)``, or ``(batch, channels, samples)`` with a static channel axis; a
+    ``(batch, frames, mel)`` spectrogram has two dynamic axes after the batch."""
+    ndim = getattr(value, "dim", lambda: 0)()
+    if ndim == 2:
+        return True
+    channels = value.shape[1] if ndim == 3 else None
+    return ndim == 3 and not (isinstance(channels, torch.SymInt) and channels.node.expr.free_symbols)
+
+
+def axis_role(input_name: str, value: Any, axis: int) -> str:
+    """The role of ``axis`` of input ``input_name`` whose traced value is ``value``.
+
+    Axis 0 is the batch; the last axis of a waveform input (:data:`WAVEFORM_INPUTS`) is
+    ``audio``; height and width of a 4-d floating input (``pixel_values``) are ``image``; every
+    other axis (tokens, mask positions) is ``sequence``.
+    """
+    if axis == 0:
+        return "batch"
+    if input_name in WAVEFORM_INPUTS and _is_waveform(value) and axis == value.dim() - 1:
+        return "audio"
+    dtype = getattr(value, "dtype", None)
+    if getattr(value, "dim", lambda: 0)() == 4 and axis >= 2 and dtype is not None and dtype.is_floating_point:
+        return "image"
+    if "pixel" in input_name and axis >= 2:
+        return "image"
+    return "sequence"
+
+
+@dataclass(frozen=True)
+class AxisName:
+    """The name of one dynamic input axis.
+
+    Attributes:
+        input: artifact input name (``input_ids``).
+        axis: the axis index.
+        role: ``batch``, ``sequence``, ``image`` or ``audio`` (:func:`axis_role`).
+        symbol: the ``torch.export`` symbol of the axis (``s27``).
+        name: the artifact's name of the axis (``batch``, ``sequence``, ``height``, ...).
+        example: the axis's size in the export's example input.
+    """
+
+    input: str
+    axis: int
+    role: str
+    symbol: str
+    name: str
+    example: int | None
+
+
+def _role_name(input_name: str, role: str, axis: int, rank: int) -> str:
+    if role == "sequence":
+        return "decoder_sequence" if input_name.startswith("decoder_") else "sequence"
+    if role == "image":
+        return {rank - 2: "height", rank - 1: "width"}.get(axis, f"image{axis}")
+    if role == "audio":
+        return "samples"
+    return role
+
+
+def axis_names(program: torch.export.ExportedProgram, input_names: list[str]) -> list[AxisName]:
+    """Names for every dynamic axis of the program's user inputs (see the module docstring).
+
+    Args:
+        program: the captured ``ExportedProgram``.
+        input_names: artifact input names, one per user input placeholder, in order.
+
+    Returns:
+        One :class:`AxisName` per axis whose size is a plain symbol, in input order. Axes whose
+        size is an expression of symbols (``2*s0``) are left out.
+    """
+    user = set(program.graph_signature.user_inputs)
+    placeholders = [n for n in program.graph.nodes if n.op == "placeholder" and n.name in user]
+    by_symbol: dict[str, str] = {}
+    taken: dict[str, tuple[str, int | None]] = {}  # name -> (symbol, example size)
+    out: list[AxisName] = []
+    for i, node in enumerate(placeholders):
+        value = node.meta.get("val")
+        name = input_names[i] if i < len(input_names) else node.name
+        for axis, size in enumerate(getattr(value, "shape", ())):
+            if not isinstance(size, torch.SymInt) or not getattr(size.node.expr, "is_Symbol", False):
+                continue
+            symbol = str(size.node.expr)
+            example = int(size.node.hint) if size.node.hint is not None else None
+            role = axis_role(name, value, axis)
+            if symbol not in by_symbol:
+                wanted = _role_name(name, role, axis, value.dim())
+                holder = taken.get(wanted)
+                if holder is not None and holder[1] != example and role != "batch":
+                    wanted = f"{wanted}_{name}"
+                taken.setdefault(wanted, (symbol, example))
+                by_symbol[symbol] = wanted
+            out.append(AxisName(name, axis, role, symbol, by_symbol[symbol], example))
+    return out
+
+
+@dataclass
+class AxisBounds:
+    """The sizes each dynamic input axis of an artifact accepts, for the report.
+
+    Attributes:
+        max_seq: the largest sequence length accepted (the position limit), or ``None`` when
+            neither the config nor the program bounds it.
+        sources: where ``max_seq`` came from (``{"max_seq": "config.max_position_embeddings"}``).
+        dims: one entry per named axis: ``{"input", "axis", "role", "name", "symbol", "min",
+            "max"}`` (``max`` ``None``: unbounded).
+    """
+
+    max_seq: int | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+    dims: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"max_seq", "sources", "dims"}``."""
+        return asdict(self)
+
+
+def _finite(bound: Any) -> int | None:
+    try:
+        value = int(bound)
+    except (TypeError, ValueError, OverflowError, AttributeError):  # int_oo, sympy.oo
+        return None
+    return value if value < (1 << 62) else None
+
+
+def axis_bounds(program: torch.export.ExportedProgram, names: list[AxisName],
+                config: Any) -> AxisBounds:
+    """The range of every named axis: the program's own range (lower bound 2, torch.export's
+    default, reported as 1), ``sequence`` axes capped at the :func:`position_limit`.
+
+    Args:
+        program: the captured ``ExportedProgram`` (its ``range_constraints``).
+        names: its axes, from :func:`axis_names`.
+        config: the model's config, or ``None``.
+
+    Returns:
+        The :class:`AxisBounds`.
+    """
+    limit = position_limit(config)
+    plan = AxisBounds()
+    if limit is not None:
+        plan.max_seq, plan.sources["max_seq"] = limit[0], f"config.{limit[1]}"
+    ranges = {str(sym): vr for sym, vr in program.range_constraints.items()}
+    for a in names:
+        vr = ranges.get(a.symbol)
+        lo = _finite(vr.lower) if vr is not None else None
+        hi = _finite(vr.upper) if vr is not None else None
+        lo = 1 if lo is None or lo == 2 else lo
+        if a.role == "sequence" and limit is not None:
+            hi = limit[0] if hi is None else min(hi, limit[0])
+        if a.role == "sequence" and hi is not None and (plan.max_seq is None or hi < plan.max_seq):
+            if limit is None or hi < limit[0]:
+                plan.max_seq, plan.sources["max_seq"] = hi, "the program's range"
+        plan.dims.append({"input": a.input, "axis": a.axis, "role": a.role, "name": a.name,
+                          "symbol": a.symbol, "min": lo, "max": hi})
+    return plan
