@@ -247,15 +247,22 @@ def test_cli_model_that_fails_at_capture(prog: str, case: str,
                                          tiny_model_dir: Callable[[str], Path], tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str],
                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import functools
+
     from transformers import BertModel
 
+    model_dir = tiny_model_dir("bert")  # built (and its inputs checked) with the real forward
+
+    @functools.wraps(BertModel.forward)  # the signature the input recipes read stays BERT's
     def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         if case == "no-tensor":
             return None
         raise ValueError("this model refuses to run")
 
     monkeypatch.setattr(BertModel, "forward", forward)
-    line = _cli(prog, [str(tiny_model_dir("bert"))], capsys, tmp_path / "out", "capture")
+    # a forward that raises fails already while the CLI checks its example inputs
+    stage = "inputs" if case == "forward-raises" else "capture"
+    line = _cli(prog, [str(model_dir)], capsys, tmp_path / "out", stage)
     assert ("the model returns no tensor (it returned NoneType)" if case == "no-tensor"
             else "ValueError: this model refuses to run") in line
 

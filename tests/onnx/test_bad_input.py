@@ -71,9 +71,13 @@ def test_unreadable_config(tiny_model_dir, tmp_path, capsys):
 
 
 def test_unknown_task(tiny_model_dir, tmp_path, capsys):
-    rc, err = _run(capsys, [str(tiny_model_dir("bert")), "--task", "teleportation", "-o", str(tmp_path / "o"), "-q"])
-    _assert_clean_failure(rc, err, "load", tmp_path / "o")
-    assert "unknown task" in err[0] and "text-generation" in err[0]
+    """A usage error (exit 2), decided by the option parser before anything is loaded or written."""
+    with pytest.raises(SystemExit) as exc:
+        main([str(tiny_model_dir("bert")), "--task", "teleportation", "-o", str(tmp_path / "o"), "-q"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown task 'teleportation'" in err and "text-generation" in err
+    assert not (tmp_path / "o").exists()
 
 
 def test_unwritable_output(tiny_model_dir, tmp_path, capsys):

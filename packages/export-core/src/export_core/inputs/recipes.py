@@ -823,7 +823,8 @@ def make_example_inputs(
         The example inputs; ``sets`` has one entry when the second shape was rejected.
 
     Raises:
-        RuntimeError: when every recipe fails; the message names each recipe and its error.
+        RuntimeError: when every recipe fails; the message gives the first (likeliest) recipe's
+            error and names the others.
     """
     errors: list[str] = []
     for recipe in input_recipes(model, config, input_names=input_names, tokenizer=tokenizer):
@@ -867,5 +868,9 @@ def make_example_inputs(
                 used.append(cand)
                 break
         return ExampleInputs(sets=tuple(sets), recipe=recipe.name, shapes=tuple(used))
-    raise RuntimeError("no input recipe works: " + " | ".join(errors))
+    if not errors:
+        raise RuntimeError("no input recipe fits the model's forward")
+    # the first recipe is the likeliest layout: its error leads, whole; the others by name only
+    tried = ", ".join(e.split(":", 1)[0] for e in errors[1:])
+    raise RuntimeError(f"no input recipe works; {errors[0]}" + (f" (also tried: {tried})" if tried else ""))
 
