@@ -27,8 +27,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-__all__ = ["SLIDING_LAYER_TYPES", "full_sliding_layers"]
+__all__ = ["SLIDING_LAYER_TYPES", "full_sliding_layers", "sliding_layers"]
 
 SLIDING_LAYER_TYPES = ("sliding_attention", "chunked_attention")
 """Layer types whose cache ``transformers`` trims to a window (``DYNAMIC_LAYER_TYPE_MAPPING``)."""
@@ -62,3 +63,21 @@ def full_sliding_layers() -> Iterator[tuple[str, ...]]:
             yield tuple(saved)
         finally:
             mapping.update(saved)
+
+
+def sliding_layers(config: Any) -> list[int]:
+    """Indices of the decoder layers ``DynamicCache(config=config)`` would trim to a window.
+
+    Uses ``transformers``' own ``get_layer_types_and_kwargs`` (``layer_types``, else a
+    ``sliding_window`` / ``attention_chunk_size`` on the config); ``[]`` when it is missing.
+    """
+    from transformers import cache_utils
+
+    infer = getattr(cache_utils, "get_layer_types_and_kwargs", None)
+    if infer is None:
+        return []
+    try:
+        layer_types, _ = infer(config.get_text_config(decoder=True))
+    except Exception:  # a config transformers cannot read layer types from: nothing is swapped
+        return []
+    return [i for i, t in enumerate(layer_types) if t in SLIDING_LAYER_TYPES]

@@ -28,7 +28,7 @@ import torch
 from ..errors import ExportError, InputError
 from ..output import commit_export, lock_output, prepare_output, record_failure, staging_directory
 from ..report import ExportReport, package_versions
-from .cache_layers import full_sliding_layers
+from .cache_layers import full_sliding_layers, sliding_layers
 from .calls import GenerateCalls, record_generate_calls
 from .loop import GenerationLoop, GraphSession
 from .manifest import MANIFEST_NAME, CacheLayout, GenerationManifest, GraphSpec
@@ -232,7 +232,7 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
         graphs=specs, cache=cache, max_length=max_length, max_batch=max_batch, pad_token_id=pad,
         eos_token_ids=eos_ids, bos_token_id=bos,
         extra={"constant_kwargs": {k: v for k, v in constant.items() if isinstance(v, bool | int | float | str)},
-               "sliding_layers_cached_in_full": list(full_sliding)},
+               "sliding_layers_cached_in_full": sliding_layers(config) if full_sliding else []},
     )
     manifest.write(staging)
     files = ["prefill", "decode", MANIFEST_NAME]
