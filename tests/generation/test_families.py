@@ -97,9 +97,10 @@ def test_family_generates_eager_tokens(family: str, backend: str, tmp_path) -> N
     cases = report["validation"]["cases"]
     assert [c["name"] for c in cases] == ["batch1", "batch2_left_padded", "to_max_length"]
     assert all(c["passed"] for c in cases)
-    # the run to max_length went past every sliding window (8) without a tie ending it early
-    longest = next(c for c in cases if c["name"] == "to_max_length")
-    assert longest["ties"] == [None] and longest["compared"][0] > 8
+    if family in SLIDING:
+        # the run to max_length went past the sliding window (8) before an EOS or a tie ended it
+        longest = next(c for c in cases if c["name"] == "to_max_length")
+        assert longest["ties"] == [None] and longest["compared"][0] > 8, longest
     assert report["graphs"]["decode"]["validation"] == "passed"
     assert (out / "generation.json").is_file()
     for role in ("prefill", "decode"):
