@@ -6,7 +6,6 @@ export of both graphs and the generation check fit in a test. Weights are seeded
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 

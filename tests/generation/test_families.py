@@ -16,7 +16,6 @@ import os
 
 import pytest
 import torch
-
 from _families import FAMILIES, build_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
