@@ -28,6 +28,7 @@ import torch
 from ..errors import ExportError, InputError
 from ..output import commit_export, lock_output, prepare_output, record_failure, staging_directory
 from ..report import ExportReport, package_versions
+from .cache_layers import full_sliding_layers, sliding_layers
 from .calls import GenerateCalls, record_generate_calls
 from .loop import GenerationLoop, GraphSession
 from .manifest import MANIFEST_NAME, CacheLayout, GenerationManifest, GraphSpec
@@ -217,40 +218,24 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
     ids, mask = example_prompt(vocab, {pad, *eos_ids, *( [bos] if bos is not None else [])},
                                pad_token_id=pad)
     t0 = time.perf_counter()
-    calls = record_generate_calls(model, ids, mask, pad_token_id=pad,
-                                  eos_token_id=list(eos_ids) or None)
-    report.stages.append({"name": "record_generate", "seconds": round(time.perf_counter() - t0, 3)})
-    graphs: dict[str, Any] = {}
-    specs: dict[str, GraphSpec] = {}
+    # sliding-window layers are recorded and traced as full caches (cache_layers.py); the
+    # comparison with eager below runs outside, on the model's own sliding cache
+    with full_sliding_layers() as full_sliding:
+        calls = record_generate_calls(model, ids, mask, pad_token_id=pad,
+                                      eos_token_id=list(eos_ids) or None)
+        report.stages.append({"name": "record_generate", "seconds": round(time.perf_counter() - t0, 3)})
+        graphs, specs = _export_roles(exporter, model, calls, staging, report, max_length=max_length,
+                                      max_batch=max_batch, validate=validate)
     constant = dict(calls.constant_kwargs)
-    plans = {
-        "prefill": (calls.prefill, prefill_dynamic_shapes(calls.prefill, max_batch=max_batch,
-                                                          max_length=max_length)),
-        "decode": (calls.decode, decode_dynamic_shapes(calls.decode, cache_argument=calls.cache_argument,
-                                                       max_batch=max_batch, max_length=max_length)),
-    }
-    for role, (inputs, dynamic_shapes) in plans.items():
-        listener = getattr(exporter, "listener", None)
-        if listener is not None and hasattr(listener, "info"):
-            listener.info(f"[bold]{role}[/] graph")
-        graph_exporter = exporter.configured(dynamic_shapes=dynamic_shapes, constant_kwargs=constant)
-        try:
-            result = graph_exporter.export(model, inputs, output=staging / role, validate=validate,
-                                           task=f"{WITH_PAST_TASK}:{role}")
-        except ExportError as e:
-            report.stage = e.stage
-            raise type(e)(f"{role} graph: {e.args[0] if e.args else e}", stage=e.stage) from e
-        graphs[role] = result
-        specs[role] = GraphSpec(role, f"{role}/{result.path.name}", tuple(result.report["inputs"]),
-                                tuple(result.report["outputs"]))
-        report.stages.append({"name": role, "seconds": round(sum(s["seconds"] for s in result.report["stages"]), 3)})
     cache = _cache_layout(calls, list(specs["decode"].inputs), list(specs["prefill"].outputs))
     manifest = GenerationManifest(
         task=WITH_PAST_TASK, architecture=type(model).__name__,
         backend=exporter.backend.split(".")[0],  # "executorch.xnnpack": the runtime is executorch
         graphs=specs, cache=cache, max_length=max_length, max_batch=max_batch, pad_token_id=pad,
         eos_token_ids=eos_ids, bos_token_id=bos,
-        extra={"registry_backend": exporter.backend, "constant_kwargs": {k: v for k, v in constant.items() if isinstance(v, bool | int | float | str)}},
+        extra={"registry_backend": exporter.backend,
+               "constant_kwargs": {k: v for k, v in constant.items() if isinstance(v, bool | int | float | str)},
+               "sliding_layers_cached_in_full": sliding_layers(config) if full_sliding else []},
     )
     manifest.write(staging)
     files = ["prefill", "decode", MANIFEST_NAME]
@@ -291,3 +276,34 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
 
         report.validation = skipped_validation()
     return manifest, graphs, check, files
+
+
+def _export_roles(exporter: Any, model: torch.nn.Module, calls: GenerateCalls, staging: Path,
+                  report: ExportReport, *, max_length: int, max_batch: int,
+                  validate: bool) -> tuple[dict[str, Any], dict[str, GraphSpec]]:
+    """Export the prefill and the decode graph through the backend's ``export()``."""
+    graphs: dict[str, Any] = {}
+    specs: dict[str, GraphSpec] = {}
+    constant = dict(calls.constant_kwargs)
+    plans = {
+        "prefill": (calls.prefill, prefill_dynamic_shapes(calls.prefill, max_batch=max_batch,
+                                                          max_length=max_length)),
+        "decode": (calls.decode, decode_dynamic_shapes(calls.decode, cache_argument=calls.cache_argument,
+                                                       max_batch=max_batch, max_length=max_length)),
+    }
+    for role, (inputs, dynamic_shapes) in plans.items():
+        listener = getattr(exporter, "listener", None)
+        if listener is not None and hasattr(listener, "info"):
+            listener.info(f"[bold]{role}[/] graph")
+        graph_exporter = exporter.configured(dynamic_shapes=dynamic_shapes, constant_kwargs=constant)
+        try:
+            result = graph_exporter.export(model, inputs, output=staging / role, validate=validate,
+                                           task=f"{WITH_PAST_TASK}:{role}")
+        except ExportError as e:
+            report.stage = e.stage
+            raise type(e)(f"{role} graph: {e.args[0] if e.args else e}", stage=e.stage) from e
+        graphs[role] = result
+        specs[role] = GraphSpec(role, f"{role}/{result.path.name}", tuple(result.report["inputs"]),
+                                tuple(result.report["outputs"]))
+        report.stages.append({"name": role, "seconds": round(sum(s["seconds"] for s in result.report["stages"]), 3)})
+    return graphs, specs

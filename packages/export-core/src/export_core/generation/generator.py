@@ -29,7 +29,8 @@ class Generator:
         directory: a ``text-generation-with-past`` export directory.
         open_session: loads one graph file (with its manifest entry: input and output names)
             as a :class:`~export_core.generation.loop.GraphSession`.
-        backend: the backend the export must have been made for (``"onnx"``, ``"executorch"``).
+        backend: the backend the export must have been made for (``"onnx"``, ``"executorch"``;
+            an export of a sub-key, ``"executorch.xnnpack"``, is one of ``"executorch"``).
 
     Raises:
         GenerationError: no manifest, or a manifest of another backend.
@@ -39,9 +40,11 @@ class Generator:
     def __init__(self, directory: str | Path, open_session: Callable[[Path, GraphSpec], GraphSession], backend: str) -> None:
         self.directory = Path(directory)
         self.manifest = read_manifest(self.directory)
-        if self.manifest.backend != backend:
-            raise GenerationError(f"{self.directory} holds a {self.manifest.backend} export; "
-                                  f"use export-{self.manifest.backend} generate")
+        # a backend key may name a delegate below it ("executorch.xnnpack" for "executorch")
+        made_by = self.manifest.backend
+        if made_by != backend and not made_by.startswith(backend + "."):
+            raise GenerationError(f"{self.directory} holds a {made_by} export; "
+                                  f"use export-{made_by.split('.')[0]} generate")
         sessions = {role: open_session(self.directory / g.path, g) for role, g in self.manifest.graphs.items()}
         self.loop = GenerationLoop(self.manifest, sessions)
         self._tokenizer: TextTokenizer | None = None
