@@ -215,17 +215,24 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
                    max_new_tokens_checked: int):
     config = model.config
     vocab = int(getattr(config, "vocab_size", 0) or getattr(config.get_text_config(), "vocab_size", 0))
-    ids, mask = example_prompt(vocab, {pad, *eos_ids, *( [bos] if bos is not None else [])},
-                               pad_token_id=pad)
     t0 = time.perf_counter()
     # sliding-window layers are recorded and traced as full caches (cache_layers.py); the
     # comparison with eager below runs outside, on the model's own sliding cache
     with full_sliding_layers() as full_sliding:
-        calls = record_generate_calls(model, ids, mask, pad_token_id=pad,
-                                      eos_token_id=list(eos_ids) or None)
+        avoid = {pad, *eos_ids, *([bos] if bos is not None else [])}
+        calls, *others = [
+            record_generate_calls(model, *example_prompt(vocab, avoid, batch=b, length=n, padding=p,
+                                                         pad_token_id=pad, seed=seed),
+                                  pad_token_id=pad, eos_token_id=list(eos_ids) or None)
+            # the capture's batch (2 x 10, one row padded), then the validation sets: batch 1
+            # and a larger padded batch at other prompt lengths, as generate() calls the graphs
+            # (generate passes no attention_mask for an unpadded batch of 1: the row gets one pad)
+            for b, n, p, seed in ((2, 10, 3, 0), (1, 6, 1, 1),
+                                  (min(3, max_batch), min(13, max_length - 2), 4, 2))
+        ]
         report.stages.append({"name": "record_generate", "seconds": round(time.perf_counter() - t0, 3)})
         graphs, specs = _export_roles(exporter, model, calls, staging, report, max_length=max_length,
-                                      max_batch=max_batch, validate=validate)
+                                      max_batch=max_batch, validate=validate, validation_calls=others)
     constant = dict(calls.constant_kwargs)
     cache = _cache_layout(calls, list(specs["decode"].inputs), list(specs["prefill"].outputs))
     manifest = GenerationManifest(
@@ -279,12 +286,17 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
 
 
 def _export_roles(exporter: Any, model: torch.nn.Module, calls: GenerateCalls, staging: Path,
-                  report: ExportReport, *, max_length: int, max_batch: int,
-                  validate: bool) -> tuple[dict[str, Any], dict[str, GraphSpec]]:
-    """Export the prefill and the decode graph through the backend's ``export()``."""
+                  report: ExportReport, *, max_length: int, max_batch: int, validate: bool,
+                  validation_calls: list[GenerateCalls]) -> tuple[dict[str, Any], dict[str, GraphSpec]]:
+    """Export the prefill and the decode graph through the backend's ``export()``; each is
+    validated against eager on the inputs ``generate()`` passed for ``validation_calls``' prompts
+    (consistent masks, positions and past lengths, batch 1 among them)."""
     graphs: dict[str, Any] = {}
     specs: dict[str, GraphSpec] = {}
     constant = dict(calls.constant_kwargs)
+    # a range whose maximum is the capture's batch of 2 pins the axis at 2 (torch.export's lower
+    # bound of a backed size is 2): the graphs admit at least 3; the loop enforces max_batch
+    max_batch = max(max_batch, 3)
     plans = {
         "prefill": (calls.prefill, prefill_dynamic_shapes(calls.prefill, max_batch=max_batch,
                                                           max_length=max_length)),
@@ -297,8 +309,10 @@ def _export_roles(exporter: Any, model: torch.nn.Module, calls: GenerateCalls, s
             listener.info(f"[bold]{role}[/] graph")
         graph_exporter = exporter.configured(dynamic_shapes=dynamic_shapes, constant_kwargs=constant)
         try:
-            result = graph_exporter.export(model, inputs, output=staging / role, validate=validate,
-                                           task=f"{WITH_PAST_TASK}:{role}")
+            result = graph_exporter.export(
+                model, inputs, output=staging / role, validate=validate,
+                validation_inputs=[getattr(c, role) for c in validation_calls],
+                task=f"{WITH_PAST_TASK}:{role}")
         except ExportError as e:
             report.stage = e.stage
             raise type(e)(f"{role} graph: {e.args[0] if e.args else e}", stage=e.stage) from e
