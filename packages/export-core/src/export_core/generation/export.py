@@ -307,7 +307,10 @@ def _export_roles(exporter: Any, model: torch.nn.Module, calls: GenerateCalls, s
         listener = getattr(exporter, "listener", None)
         if listener is not None and hasattr(listener, "info"):
             listener.info(f"[bold]{role}[/] graph")
-        graph_exporter = exporter.configured(dynamic_shapes=dynamic_shapes, constant_kwargs=constant)
+        # a backend with a batch bound of its own (ExecuTorch) plans for the graphs' bound
+        bound = {"max_batch": max_batch} if hasattr(exporter.config, "max_batch") else {}
+        graph_exporter = exporter.configured(dynamic_shapes=dynamic_shapes, constant_kwargs=constant,
+                                             **bound)
         try:
             result = graph_exporter.export(
                 model, inputs, output=staging / role, validate=validate,
