@@ -168,6 +168,7 @@ def export_with_past(
     """
     config = model.config
     open_session = open_session or exporter.generation_session
+    length_source = "max_length option" if max_length else "the model's position limit"
     max_length = int(max_length or default_max_length(config))
     limit = default_max_length(config, cap=1 << 30)
     if max_length > limit:
@@ -193,7 +194,8 @@ def export_with_past(
             result = _export_graphs(exporter, model, staging, report, open_session=open_session,
                                     tokenizer=tokenizer, max_length=max_length, max_batch=max_batch,
                                     validate=validate, pad=pad, eos_ids=eos_ids, bos=bos,
-                                    max_new_tokens_checked=max_new_tokens_checked)
+                                    max_new_tokens_checked=max_new_tokens_checked,
+                                    length_source=length_source)
         except ExportError as e:
             report.stage = report.stage or e.stage
             report.error = str(e)
@@ -212,7 +214,7 @@ def export_with_past(
 def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report: ExportReport, *,
                    open_session: Callable[[Path, GraphSpec], GraphSession], tokenizer: Any, max_length: int,
                    max_batch: int, validate: bool, pad: int, eos_ids: tuple[int, ...], bos: int | None,
-                   max_new_tokens_checked: int):
+                   max_new_tokens_checked: int, length_source: str):
     config = model.config
     vocab = int(getattr(config, "vocab_size", 0) or getattr(config.get_text_config(), "vocab_size", 0))
     t0 = time.perf_counter()
@@ -262,7 +264,7 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
     report.extra["cache"] = {"num_layers": cache.num_layers, "axes": list(cache.axes),
                              "layer_kinds": list(cache.layer_kinds)}
     report.extra["bounds"] = {"batch": [1, max_batch], "sequence": [1, max_length],
-                              "source": "max_length option" if max_length else "position limit"}
+                              "source": length_source}
     check = None
     if validate:
         t0 = time.perf_counter()
