@@ -220,11 +220,13 @@ def _stream_one(generator: Any, prompt: str, options: dict[str, Any]) -> None:
         if not (step.finished[0] and step.tokens[0] in generator.manifest.eos_token_ids):
             tokens.append(int(step.tokens[0]))
         text = generator.tokenizer.decode(tokens)
-        if text.startswith(printed):
+        # a byte-level token may end inside a character (decoded as U+FFFD): wait for the rest
+        if text.startswith(printed) and not text.endswith("\ufffd"):
             sys.stdout.write(text[len(printed):])
             sys.stdout.flush()
             printed = text
-    sys.stdout.write("\n")
+    text = generator.tokenizer.decode(tokens)
+    sys.stdout.write((text[len(printed):] if text.startswith(printed) else "") + "\n")
     sys.stdout.flush()
 
 
