@@ -15,14 +15,24 @@ def llama_dir(tmp_path_factory):
     return write_tiny_llama(tmp_path_factory.mktemp("tiny-llama") / "llama")
 
 
-def _eager_text(model_dir, prompt: str, new_tokens: int) -> str:
+def _eager_text(model_dir, prompt: str, new_tokens: int, *, ignore_eos: bool = False) -> str:
+    """Eager greedy text; with ``ignore_eos`` the full budget by a plain argmax loop, as
+    ``generate --ignore-eos`` does (``model.generate`` has no switch for it: an ``eos_token_id``
+    of None falls back to the model's)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     enc = tok([prompt], return_tensors="pt")
     with torch.no_grad():
-        out = model.generate(**enc, max_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
+        if ignore_eos:
+            ids = enc["input_ids"]
+            for _ in range(new_tokens):
+                next_id = model(input_ids=ids).logits[:, -1].argmax(-1, keepdim=True)
+                ids = torch.cat([ids, next_id], dim=-1)
+            out = ids
+        else:
+            out = model.generate(**enc, max_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
     return tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
 
 
@@ -63,7 +73,7 @@ def test_with_past_exports_graphs_and_generate_prints_eager_text(backend, llama_
     prompt = "the quick brown fox"
     assert main(["generate", str(out), "--prompt", prompt, "--max-new-tokens", "12", "--ignore-eos"]) == 0
     printed = capsys.readouterr().out.strip()
-    assert printed == _eager_text(llama_dir, prompt, 12).strip()
+    assert printed == _eager_text(llama_dir, prompt, 12, ignore_eos=True).strip()
 
     # a batch of two prompts, one line each
     assert main(["generate", str(out), "--prompt", prompt, "--prompt", "hello", "--max-new-tokens", "5"]) == 0
