@@ -43,6 +43,10 @@ def test_axis_roles() -> None:
     assert [axis_role("input_values", multi, a) for a in range(3)] == ["batch", "sequence", "audio"]
     spectrogram = torch.zeros(2, 512, 128)  # (batch, frames, mel): frames are not samples
     assert [axis_role("input_values", spectrogram, a) for a in range(2)] == ["batch", "sequence"]
+    # a key/value cache (batch, kv_heads, past_sequence, head_dim) is 4-d float but holds tokens:
+    # as an image its past axis was capped at 224 and decode failed at past 225 (0x12)
+    key = torch.zeros(2, 2, 10, 8)
+    assert axis_role("past_key_values.0.key", key, 2) == "sequence"
 
 
 def test_audio_cap_from_sampling_rate_or_default() -> None:

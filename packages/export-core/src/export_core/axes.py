@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 __all__ = [
+    "CACHE_INPUT_PREFIX",
     "POSITION_KEYS",
     "WAVEFORM_INPUTS",
     "AxisBounds",
@@ -31,6 +32,10 @@ __all__ = [
     "model_config",
     "position_limit",
 ]
+
+CACHE_INPUT_PREFIX = "past_key_values."
+"""Prefix of the key/value cache inputs (``past_key_values.<i>.key|value``, the contract's
+names): their axis 2 is the past sequence, whatever their rank and dtype suggest."""
 
 WAVEFORM_INPUTS = frozenset({"input_values", "audio_values", "input_audio", "waveform", "audio"})
 """Input names whose last axis is an ``audio`` axis when they are a waveform: ``(batch,
@@ -102,12 +107,16 @@ def _is_waveform(value: Any) -> bool:
 def axis_role(input_name: str, value: Any, axis: int) -> str:
     """The role of ``axis`` of input ``input_name`` whose traced value is ``value``.
 
-    Axis 0 is the batch; the last axis of a waveform input (:data:`WAVEFORM_INPUTS`) is
+    Axis 0 is the batch; the past axis of a cache input (``past_key_values.<i>.key``,
+    ``(batch, kv_heads, past_sequence, head_dim)``) is ``sequence``; the last axis of a waveform input (:data:`WAVEFORM_INPUTS`) is
     ``audio``; height and width of a 4-d floating input (``pixel_values``) are ``image``; every
     other axis (tokens, mask positions) is ``sequence``.
     """
     if axis == 0:
         return "batch"
+    if input_name.startswith(CACHE_INPUT_PREFIX):
+        # (batch, kv_heads, past_sequence, head_dim): 4-d floating, but tokens, not pixels
+        return "sequence"
     if input_name in WAVEFORM_INPUTS and _is_waveform(value) and axis == value.dim() - 1:
         return "audio"
     dtype = getattr(value, "dtype", None)
@@ -141,6 +150,8 @@ class AxisName:
 
 def _role_name(input_name: str, role: str, axis: int, rank: int) -> str:
     if role == "sequence":
+        if input_name.startswith(CACHE_INPUT_PREFIX):
+            return "past_sequence"
         return "decoder_sequence" if input_name.startswith("decoder_") else "sequence"
     if role == "image":
         return {rank - 2: "height", rank - 1: "width"}.get(axis, f"image{axis}")

@@ -309,8 +309,10 @@ def _export_roles(exporter: Any, model: torch.nn.Module, calls: GenerateCalls, s
         listener = getattr(exporter, "listener", None)
         if listener is not None and hasattr(listener, "info"):
             listener.info(f"[bold]{role}[/] graph")
-        # a backend with a batch bound of its own (ExecuTorch) plans for the graphs' bound
-        bound = {"max_batch": max_batch} if hasattr(exporter.config, "max_batch") else {}
+        # a backend with bounds of its own (ExecuTorch) plans for the graphs' bounds: its
+        # default sequence cap (512) would reject a longer past than the manifest promises
+        bound = {k: v for k, v in (("max_batch", max_batch), ("max_seq", max_length))
+                 if hasattr(exporter.config, k)}
         graph_exporter = exporter.configured(dynamic_shapes=dynamic_shapes, constant_kwargs=constant,
                                              **bound)
         try:
