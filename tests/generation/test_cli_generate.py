@@ -75,6 +75,14 @@ def test_with_past_exports_graphs_and_generate_prints_eager_text(backend, llama_
     printed = capsys.readouterr().out.strip()
     assert printed == _eager_text(llama_dir, prompt, 12, ignore_eos=True).strip()
 
+    # sampling with a seed: the same text twice, another seed another text
+    sampled = []
+    for seed in ("7", "7", "8"):
+        assert main(["generate", str(out), "--prompt", prompt, "--max-new-tokens", "12", "--ignore-eos",
+                     "--do-sample", "--temperature", "1.5", "--seed", seed]) == 0
+        sampled.append(capsys.readouterr().out)
+    assert sampled[0] == sampled[1] != sampled[2]
+
     # a batch of two prompts, one line each
     assert main(["generate", str(out), "--prompt", prompt, "--prompt", "hello", "--max-new-tokens", "5"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

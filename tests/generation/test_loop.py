@@ -105,6 +105,15 @@ def test_ignoring_eos_runs_the_whole_budget():
     assert len(out.sequences[0]) == 7 and out.stopped == ["length"]
 
 
+def test_min_new_tokens_masks_eos_until_then():
+    # EOS would come at the third new token; masked, the row runs on to its sixth, then stops
+    out = _loop(eos_at=5).generate([[5, 6, 7]], max_new_tokens=8, min_new_tokens=6)
+    assert EOS not in out.sequences[0][:6]
+    assert out.sequences[0][-1] == EOS and len(out.sequences[0]) == 7 and out.stopped == ["eos"]
+    with pytest.raises(GenerationError, match="min_new_tokens must be in"):
+        list(_loop().stream([[5]], max_new_tokens=2, min_new_tokens=3))
+
+
 def test_streaming_yields_each_step_before_the_next_runs():
     loop = _loop()
     seen = []

@@ -174,6 +174,8 @@ def generate_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=0, metavar="K", help="0: no top-k filter")
     p.add_argument("--top-p", type=float, default=1.0, metavar="P", help="1.0: no nucleus filter")
     p.add_argument("--seed", type=int, default=None, metavar="S", help="seed of the sampler")
+    p.add_argument("--min-new-tokens", type=int, default=0, metavar="N",
+                   help="EOS is not chosen before N new tokens (default 0)")
     p.add_argument("--ignore-eos", action="store_true", help="generate the full budget")
     return p
 
@@ -196,7 +198,8 @@ def generate_command(argv: Sequence[str], prog: str, make_generator: Callable[[P
     args = generate_parser(prog).parse_args(list(argv[1:]))
     options = {"max_new_tokens": args.max_new_tokens, "do_sample": args.do_sample,
                "temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p,
-               "seed": args.seed, "stop_on_eos": not args.ignore_eos}
+               "seed": args.seed, "stop_on_eos": not args.ignore_eos,
+               "min_new_tokens": args.min_new_tokens}
     try:
         generator = make_generator(Path(args.directory))
         if len(args.prompt) == 1:

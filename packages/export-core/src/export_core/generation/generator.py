@@ -18,7 +18,7 @@ from .tokenizer import TextTokenizer, load_tokenizer
 
 __all__ = ["Generator", "LOOP_OPTIONS"]
 
-LOOP_OPTIONS = ("max_new_tokens", "stop_on_eos", "logits_callback")
+LOOP_OPTIONS = ("max_new_tokens", "min_new_tokens", "stop_on_eos", "logits_callback")
 _SAMPLING_OPTIONS = ("do_sample", "temperature", "top_k", "top_p", "seed")
 
 
@@ -67,7 +67,8 @@ class Generator:
     def stream(self, prompts: Sequence[str] | Sequence[Sequence[int]], **options: Any) -> Iterator[GenerationStep]:
         """Yield each step's tokens as they are chosen.
 
-        Options: ``max_new_tokens`` (default 32), ``stop_on_eos`` (default ``True``),
+        Options: ``max_new_tokens`` (default 32), ``min_new_tokens`` (default 0: EOS is not
+        chosen before), ``stop_on_eos`` (default ``True``),
         ``do_sample``, ``temperature``, ``top_k``, ``top_p``, ``seed`` (see
         :class:`~export_core.generation.sampling.SamplingOptions`).
 

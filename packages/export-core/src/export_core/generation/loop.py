@@ -136,6 +136,7 @@ class GenerationLoop:
         max_new_tokens: int = 32,
         sampling: SamplingOptions | None = None,
         stop_on_eos: bool = True,
+        min_new_tokens: int = 0,
         logits_callback: Callable[[int, np.ndarray], None] | None = None,
     ) -> Iterator[GenerationStep]:
         """Generate, yielding each step's tokens as soon as they are chosen.
@@ -146,13 +147,19 @@ class GenerationLoop:
             sampling: greedy when ``None``.
             stop_on_eos: end a row at the manifest's EOS tokens (the loop ends when all rows
                 have).
+            min_new_tokens: EOS cannot be chosen before this many new tokens (its logits are
+                -inf, as ``generate(min_new_tokens=...)`` does), so every row runs that far.
             logits_callback: called with the step index and the float ``(batch, vocab)`` logits
                 the step chose from (validation uses it to find ties).
 
         Raises:
-            GenerationError: see :meth:`check_request`; a graph without ``logits``.
+            GenerationError: see :meth:`check_request`; a graph without ``logits``;
+                ``min_new_tokens`` above ``max_new_tokens``.
         """
         m = self.manifest
+        if not 0 <= min_new_tokens <= max_new_tokens:
+            raise GenerationError(f"min_new_tokens must be in [0, max_new_tokens={max_new_tokens}], "
+                                  f"got {min_new_tokens}")
         sampling = sampling or SamplingOptions()
         rng = np.random.default_rng(sampling.seed)
         ids, mask = left_pad(prompts, m.pad_token_id)
@@ -166,6 +173,9 @@ class GenerationLoop:
             if "logits" not in out:
                 raise GenerationError(f"the graph returned no 'logits' (outputs: {sorted(out)})")
             logits = np.asarray(out["logits"])[:, -1, :]
+            if step < min_new_tokens and m.eos_token_ids:
+                logits = logits.copy()
+                logits[:, list(m.eos_token_ids)] = -np.inf
             if logits_callback is not None:
                 logits_callback(step, logits)
             tokens = next_tokens(logits, sampling, rng)

@@ -1,6 +1,8 @@
 """Validation by generation: the loop over the exported graphs against eager ``generate()``.
 
-Greedy tokens must be equal. Where they differ and eager's two best scores at that step are
+Greedy tokens must be equal over each case's whole budget: both sides run with
+``min_new_tokens`` equal to it, so EOS is masked on both and a random model that emits EOS early
+is still compared token for token. Where they differ and eager's two best scores at that step are
 within float tolerance of each other (a tie the artifact may break the other way), the row's
 comparison ends there and the tie is reported.
 """
@@ -129,11 +131,12 @@ def compare_with_eager(model: torch.nn.Module, loop: GenerationLoop, *, vocab: i
         ids, mask = left_pad(prompts, m.pad_token_id)
         with torch.no_grad():
             eager = model.generate(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
-                                   max_new_tokens=case.max_new_tokens, do_sample=False, use_cache=True,
+                                   max_new_tokens=case.max_new_tokens,
+                                   min_new_tokens=case.max_new_tokens, do_sample=False, use_cache=True,
                                    pad_token_id=m.pad_token_id, eos_token_id=list(m.eos_token_ids) or None,
                                    output_scores=True, return_dict_in_generate=True)
         eager_new = eager.sequences[:, ids.shape[1]:].tolist()
-        got = loop.generate(prompts, max_new_tokens=case.max_new_tokens)
+        got = loop.generate(prompts, max_new_tokens=case.max_new_tokens, min_new_tokens=case.max_new_tokens)
         result = CaseResult(case.name, list(case.prompt_lengths), case.max_new_tokens)
         eos = set(m.eos_token_ids)
         for row, (want, have) in enumerate(zip(eager_new, got.sequences)):
