@@ -68,6 +68,13 @@ def test_with_past_exports_graphs_and_generate_prints_eager_text(backend, llama_
     for name in ("tokenizer.json", "generation_config.json"):
         assert (out / name).is_file()
     assert not any(p.name.startswith(".staging") for p in out.iterdir())
+    if backend == "onnx":
+        import onnx
+
+        graph = onnx.load(out / "decode" / "model.onnx", load_external_data=False).graph
+        dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in graph.input}
+        assert dims["past_key_values.0.key"][0] == dims["input_ids"][0] == "batch"
+        assert dims["past_key_values.0.key"][2] == "past_sequence"
     capsys.readouterr()
 
     prompt = "the quick brown fox"
