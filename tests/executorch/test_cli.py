@@ -1,7 +1,8 @@
 """``export-executorch`` on tiny ``save_pretrained`` directories of 14 architectures.
 
-Every architecture runs on XNNPACK; a representative decoder and vision model also run on portable
-kernels, and the full portable matrix is marked ``slow``. Each export is validated
+Every architecture runs on XNNPACK (four representatives by default, the rest ``slow``); a
+representative decoder and vision model also run on portable kernels, and the full portable matrix
+is marked ``slow``. Each export is validated
 against eager PyTorch at the export shapes and at two unseen shapes, batch 1 included, and its
 report must carry the bounds (derived from the config), the planned arena and the delegation
 summary.
@@ -23,6 +24,9 @@ ARCHITECTURES = (
     "vit", "convnext", "resnet", "mobilevit",
 )
 VISION = ("vit", "convnext", "resnet", "mobilevit")
+XNNPACK_FAST = ("bert", "llama", "vit", "resnet")
+"""XNNPACK representatives in the default suite (an encoder, a decoder, a transformer and a
+convolutional vision model); the other ten are ``slow`` (the sweep's CI subset exports them too)."""
 PORTABLE_FAST = ("llama", "resnet")
 """Portable representatives in the default suite: a decoder (the most ops) and a vision model; the
 encoders' ops are a subset of the decoders' (``test_api`` covers portable on a small module)."""
@@ -78,7 +82,9 @@ def _check(name: str, report: dict, backend: str, model_dir: Path) -> None:
         assert delegation["delegated_nodes"] == 0
 
 
-@pytest.mark.parametrize(("name", "backend"), [_param(n, "xnnpack") for n in ARCHITECTURES])
+@pytest.mark.parametrize(("name", "backend"), [
+    _param(n, "xnnpack") if n in XNNPACK_FAST else _param(n, "xnnpack", pytest.mark.slow)
+    for n in ARCHITECTURES])
 def test_xnnpack(name: str, backend: str, tiny_model_dir: Callable[[str], Path], tmp_path: Path,
                  capsys: pytest.CaptureFixture[str]) -> None:
     report = _export(name, backend, tiny_model_dir, tmp_path, capsys)

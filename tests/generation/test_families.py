@@ -20,8 +20,9 @@ from _families import FAMILIES, build_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-FAST = {("llama", "onnx"), ("gpt2", "onnx"), ("llama", "executorch")}
-"""The cases of the default run."""
+FAST = {("llama", "onnx")}
+"""The cases of the default run (ExecuTorch generation runs by default in
+``test_cli_generate.py``)."""
 
 XFAIL: dict[tuple[str, str], str] = {}
 """``(family, backend)``: the model-side reason the export does not generate eager's tokens."""
