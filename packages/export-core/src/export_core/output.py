@@ -78,8 +78,14 @@ def prepare_output(output: str | os.PathLike[str]) -> Path:
     out = Path(output)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=out, prefix=".write-probe-", delete=True)
-        probe.close()
+        # signals wait until the probe is gone: SIGTERM between its creation and its removal
+        # left a .write-probe-* file behind (measured: an interrupt at startup)
+        with deferred_signals():
+            fd, probe = tempfile.mkstemp(dir=out, prefix=".write-probe-")
+            try:
+                os.close(fd)
+            finally:
+                os.unlink(probe)
     except OSError as e:
         raise OutputError(
             f"output directory {out} is not writable: {e.strerror or e}", stage="output"
