@@ -1,7 +1,9 @@
-"""Tiny random decoder-only models, one per family, for the generation tests.
+"""Tiny random generative models, one per family, for the generation tests.
 
-Every config has 2 layers, hidden size 32-64, a vocabulary of 128 and 128 positions, so an
-export of both graphs and the generation check fit in a test. Weights are seeded.
+Every config has 2 layers, hidden size 32-64, a vocabulary of 128 and 128 positions (Whisper: 64
+decoder positions, 16 mel bins x 64 frames), so an export of the graphs and the generation check
+fit in a test. Weights are seeded. :data:`FAMILIES` are decoder-only; :data:`SEQ2SEQ_FAMILIES`
+are encoder-decoders.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Family", "FAMILIES", "build_model"]
+__all__ = ["Family", "FAMILIES", "SEQ2SEQ_FAMILIES", "build_model"]
 
 _COMMON = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
@@ -57,11 +59,30 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
 ]}
 
 
+SEQ2SEQ_FAMILIES: dict[str, Family] = {f.name: f for f in [
+    Family("t5", "T5Config", "T5ForConditionalGeneration",
+           dict(vocab_size=128, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)),
+    # BART's generation config forces EOS at the last step of the budget (forced_eos_token_id=2)
+    Family("bart", "BartConfig", "BartForConditionalGeneration",
+           dict(vocab_size=128, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                max_position_embeddings=128)),
+    # token rules within the vocabulary: 5 and 6 never generated, 7 not as the first token
+    Family("whisper", "WhisperConfig", "WhisperForConditionalGeneration",
+           dict(vocab_size=128, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=16,
+                max_source_positions=32, max_target_positions=64, decoder_start_token_id=1,
+                pad_token_id=0, eos_token_id=2, bos_token_id=1, suppress_tokens=[5, 6],
+                begin_suppress_tokens=[7])),
+]}
+
+
 def build_model(name: str, seed: int = 0) -> torch.nn.Module:
     """The family's tiny model with seeded random weights, in eval mode."""
     import transformers
 
-    family = FAMILIES[name]
+    family = FAMILIES.get(name) or SEQ2SEQ_FAMILIES[name]
     config = getattr(transformers, family.config)(**family.kwargs)
     torch.manual_seed(seed)
     return getattr(transformers, family.model)(config).eval()

@@ -564,3 +564,51 @@ def test_sym_floordiv_and_mod_negative_operands():
     bare = run_model(bare_export(SymArith(), tests[0], shapes), tests)
     assert any((got[0] != SymArith()(*t).numpy()).any() for got, t in zip(bare, tests))
     check(SymArith(), tests[0], shapes, tests, atol=0)
+
+
+# ── contiguous() after attention: kept as a clone ────────────────────────────────────────────
+
+
+def _tiny_t5_encoder() -> torch.nn.Module:
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    config = T5Config(vocab_size=128, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                      decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    torch.manual_seed(0)
+    return T5ForConditionalGeneration(config).eval().get_encoder()
+
+
+def _t5_inputs(batch: int, length: int) -> dict[str, torch.Tensor]:
+    mask = torch.ones(batch, length, dtype=torch.long)
+    mask[-1, length // 2:] = 0
+    return {"input_ids": torch.randint(3, 128, (batch, length)), "attention_mask": mask}
+
+
+def test_t5_attention_contiguous_exports_with_dynamic_shapes_and_matches_eager():
+    """T5's attention output goes ``reshape → transpose → contiguous → reshape``; without the
+    fix ``torch.onnx`` drops the ``contiguous`` and its re-trace cannot view the result."""
+    from export_onnx import export
+
+    encoder = _tiny_t5_encoder()
+    result = export(encoder, _t5_inputs(2, 10), validation_inputs=[_t5_inputs(1, 5), _t5_inputs(3, 13)])
+    assert result.report["validation"]["passed"]
+    assert len(result.report["validation"]["checks"]) >= 2
+    assert "keep_contiguous_as_clone" in result.report["fixes"]["applied"]
+
+
+def test_t5_attention_fails_without_the_contiguous_fix():
+    from export_core.errors import TranslationError
+    from export_onnx import export
+
+    with without_node_fix("keep_contiguous_as_clone"), pytest.raises(TranslationError, match="Cannot view a tensor"):
+        export(_tiny_t5_encoder(), _t5_inputs(2, 10), validate=False)
+
+
+def test_contiguous_with_a_memory_format_keeps_it():
+    """``contiguous(memory_format=channels_last)`` becomes a clone with that format: the
+    values (all ONNX sees) are unchanged, at two batch sizes."""
+    model = Fn(lambda x: x.contiguous(memory_format=torch.channels_last) * 2)
+    shapes = ({0: Dim("b", min=1, max=8)},)
+    x = torch.randn(2, 3, 4, 5)
+    result = check(model, (x,), shapes, [(x,), (torch.randn(5, 3, 4, 5),)])
+    assert "keep_contiguous_as_clone" in result.fx_fixes

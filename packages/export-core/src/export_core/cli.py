@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ExportError, LoadError
+from .errors import ExportError, InputError, LoadError
 from .interrupts import handle_signals
 from .output import lock_output, prepare_output, record_failure
 from .report import ExportReport, package_versions
@@ -162,11 +162,15 @@ def generate_parser(prog: str) -> argparse.ArgumentParser:
     """The options of ``<prog> generate``."""
     p = argparse.ArgumentParser(
         prog=f"{prog} {GENERATE_COMMAND}",
-        description="Generate text from a text-generation-with-past export directory, with the "
-                    "tokenizer saved beside the graphs; no eager model is loaded.")
+        description="Generate text from a -with-past export directory (text-generation, "
+                    "text2text-generation, automatic-speech-recognition), with the tokenizer saved "
+                    "beside the graphs; no eager model is loaded.")
     p.add_argument("directory", metavar="OUT", help="the export directory (holds generation.json)")
-    p.add_argument("--prompt", action="append", required=True, metavar="TEXT",
-                   help="a prompt; repeat for a batch (left-padded)")
+    p.add_argument("--prompt", action="append", metavar="TEXT",
+                   help="a prompt (an encoder-decoder's source text); repeat for a batch")
+    p.add_argument("--input-features", metavar="FILE.npy",
+                   help="a speech model's encoder input instead of --prompt: a float32 array "
+                        "(mel_bins, frames) or (batch, mel_bins, frames) from its feature extractor")
     p.add_argument("--max-new-tokens", type=positive_int, default=32, metavar="N",
                    help="token budget per prompt (default 32)")
     p.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
@@ -195,17 +199,24 @@ def generate_command(argv: Sequence[str], prog: str, make_generator: Callable[[P
     """
     if not argv or argv[0] != GENERATE_COMMAND:
         return None
-    args = generate_parser(prog).parse_args(list(argv[1:]))
+    parser = generate_parser(prog)
+    args = parser.parse_args(list(argv[1:]))
+    if (args.prompt is None) == (args.input_features is None):
+        parser.error("give --prompt TEXT (one or more) or --input-features FILE.npy")
     options = {"max_new_tokens": args.max_new_tokens, "do_sample": args.do_sample,
                "temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p,
                "seed": args.seed, "stop_on_eos": not args.ignore_eos,
                "min_new_tokens": args.min_new_tokens}
     try:
+        prompts: list[str] | None = args.prompt
+        if args.input_features is not None:
+            options["encoder_inputs"] = {"input_features": _read_features(Path(args.input_features))}
         generator = make_generator(Path(args.directory))
-        if len(args.prompt) == 1:
-            _stream_one(generator, args.prompt[0], options)
+        rows = len(prompts) if prompts is not None else len(options["encoder_inputs"]["input_features"])
+        if rows == 1:
+            _stream_one(generator, prompts, options)
         else:
-            for i, text in enumerate(generator.generate_text(args.prompt, **options)):
+            for i, text in enumerate(generator.generate_text(prompts, **options)):
                 # one line per prompt: the text as a JSON string (it may hold newlines)
                 print(f"[{i}] {json.dumps(text, ensure_ascii=False)}", flush=True)
     except ExportError as e:
@@ -214,12 +225,33 @@ def generate_command(argv: Sequence[str], prog: str, make_generator: Callable[[P
     return 0
 
 
-def _stream_one(generator: Any, prompt: str, options: dict[str, Any]) -> None:
-    """Print one prompt's continuation as it is produced: the text of all tokens so far is
+def _read_features(path: Path) -> Any:
+    """``--input-features``: a float32 ``(batch, mel_bins, frames)`` array (a 2-D one gets a
+    batch axis).
+
+    Raises:
+        InputError: the file is missing, not a ``.npy`` array, or not 2-D/3-D floats.
+    """
+    import numpy as np
+
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise InputError(f"--input-features {path}: {e}") from e
+    if array.ndim == 2:
+        array = array[None]
+    if array.ndim != 3 or not np.issubdtype(array.dtype, np.floating):
+        raise InputError(f"--input-features {path}: expected float (batch, mel_bins, frames), got "
+                         f"{array.dtype} {array.shape}")
+    return array.astype(np.float32)
+
+
+def _stream_one(generator: Any, prompts: list[str] | None, options: dict[str, Any]) -> None:
+    """Print one row's continuation as it is produced: the text of all tokens so far is
     decoded each step and only the new suffix printed (a token may complete a character)."""
     tokens: list[int] = []
     printed = ""
-    for step in generator.stream([prompt], **options):
+    for step in generator.stream(prompts, **options):
         if not (step.finished[0] and step.tokens[0] in generator.manifest.eos_token_ids):
             tokens.append(int(step.tokens[0]))
         text = generator.tokenizer.decode(tokens)
@@ -427,9 +459,10 @@ def _print_generative(prog: str, result: Any, listener: RichStageListener, out_d
         listener.info(f"generated {tokens} tokens in {len(check.cases)} cases, equal to eager "
                       f"generate()" + (f" ({ties} row(s) ended at a top-2 tie)" if ties else ""))
     m = result.manifest
+    source = "--input-features FILE.npy" if "input_features" in m.encoder_inputs else "--prompt TEXT"
     listener.info(f"wrote {', '.join(sorted(g.path for g in m.graphs.values()))} and generation.json "
                   f"in {out_dir} (batch <= {m.max_batch}, length <= {m.max_length}); try "
-                  f"'{prog} generate {out_dir} --prompt TEXT'")
+                  f"'{prog} generate {out_dir} {source}'")
 
 
 def _export(args: argparse.Namespace, model_dir: Path, out_dir: Path,
@@ -459,7 +492,7 @@ def _export(args: argparse.Namespace, model_dir: Path, out_dir: Path,
 
             return export_with_past(exporter, loaded.model, output=out_dir, tokenizer=loaded.tokenizer,
                                     max_length=args.max_length, max_batch=args.max_batch or 4,
-                                    validate=args.validate)
+                                    validate=args.validate, task=loaded.task.name)
         offending = [name for name, given in (
             ("--max-length", args.max_length is not None),
             # an ExecuTorch program has a batch bound of its own; an ONNX graph has none

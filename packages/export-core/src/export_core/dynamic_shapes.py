@@ -6,6 +6,8 @@ sizes >= 2 on every axis meant to be dynamic; ranges then admit 1 (batch 1, one 
 
 from __future__ import annotations
 
+import collections
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,20 +29,24 @@ def _auto_for(leaf: Any) -> Any:
     return None
 
 
+_BUILTIN_MAPPINGS = (dict, collections.OrderedDict, collections.defaultdict)
+
+
 def spec_tree(value: Any, leaf_spec: Any) -> Any:
     """``value``'s ``dynamic_shapes`` entry: ``leaf_spec(tensor)`` at each tensor, dicts, lists and
     tuples kept, and a registered custom pytree node (a ``transformers`` cache, a dataclass) as
     the list of its children's entries, the form ``torch.export`` expects for such a node."""
     if isinstance(value, torch.Tensor):
         return leaf_spec(value)
-    if isinstance(value, dict):
-        return {k: spec_tree(v, leaf_spec) for k, v in value.items()}
-    if isinstance(value, list | tuple) and type(value) in (list, tuple):
+    if type(value) in (list, tuple):
         return type(value)(spec_tree(v, leaf_spec) for v in value)
     node = pytree.SUPPORTED_NODES.get(type(value))
-    if node is not None:
+    # a ModelOutput is a dict subclass registered as a node of its own: its entry is a list
+    if node is not None and type(value) not in _BUILTIN_MAPPINGS:
         children, _ = node.flatten_fn(value)
         return [spec_tree(c, leaf_spec) for c in children]
+    if isinstance(value, dict):
+        return {k: spec_tree(v, leaf_spec) for k, v in value.items()}
     return None
 
 

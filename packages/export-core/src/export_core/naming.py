@@ -2,7 +2,9 @@
 
 Inputs are named after the model's ``forward`` arguments; outputs after ``ModelOutput`` fields;
 cache leaves as ``past_key_values.<layer>.key`` / ``.value`` (inputs) and ``present.<layer>.key`` /
-``.value`` (outputs).
+``.value`` (outputs). An encoder-decoder cache names its two halves apart:
+``past_key_values.<layer>.decoder.key`` (self-attention, grows by a token per step) and
+``past_key_values.<layer>.encoder.key`` (cross-attention over the encoder's output, fixed).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import torch.utils._pytree as pytree
 
 __all__ = ["leaf_names"]
 
-_CACHE_LEAF = re.compile(r"^(?P<root>\w+)\.layers\.(?P<layer>\d+)\.(?P<kind>keys|values)$")
+_CACHE_LEAF = re.compile(r"^(?P<root>\w+)(?:\.(?P<half>self_attention_cache|cross_attention_cache))?"
+                         r"\.layers\.(?P<layer>\d+)\.(?P<kind>keys|values)$")
+_HALF = {"self_attention_cache": "decoder.", "cross_attention_cache": "encoder.", None: ""}
 
 
 def _path_to_name(path: tuple[Any, ...]) -> str:
@@ -37,7 +41,9 @@ def leaf_names(tree: Any, *, prefix: str = "", cache_name: str | None = None) ->
     Args:
         tree: a ``ModelOutput``, dict, tuple or tensor.
         prefix: prepended to every name (``"output"`` gives ``output.0`` for bare tuples).
-        cache_name: rename cache leaves ``<root>.layers.<i>.keys`` to ``<cache_name>.<i>.key``.
+        cache_name: rename cache leaves ``<root>.layers.<i>.keys`` to ``<cache_name>.<i>.key``
+            (``<root>.self_attention_cache.layers.<i>.keys`` to ``<cache_name>.<i>.decoder.key``,
+            the cross-attention half to ``<cache_name>.<i>.encoder.key``).
 
     Returns:
         One unique name per leaf.
@@ -47,7 +53,7 @@ def leaf_names(tree: Any, *, prefix: str = "", cache_name: str | None = None) ->
         name = _path_to_name(path)
         m = _CACHE_LEAF.match(name)
         if m and cache_name:
-            name = f"{cache_name}.{m['layer']}.{m['kind'][:-1]}"
+            name = f"{cache_name}.{m['layer']}.{_HALF[m['half']]}{m['kind'][:-1]}"
         if prefix:
             name = f"{prefix}.{name}" if not name.isdigit() else f"{prefix}_{name}"
         names.append(name)

@@ -7,29 +7,31 @@ torch nor the model; the export side (:mod:`.calls`, :mod:`.shapes`, :mod:`.expo
 
 from typing import TYPE_CHECKING, Any
 
-from .loop import GenerationLoop, GenerationOutput, GenerationStep, GraphSession, left_pad
+from .loop import GenerationLoop, GenerationOutput, GenerationStep, GraphSession, left_pad, right_pad
 from .manifest import (
     MANIFEST_NAME,
     CacheLayout,
     GenerationError,
     GenerationManifest,
     GraphSpec,
+    TokenRules,
     read_manifest,
 )
 from .sampling import SamplingOptions, next_tokens
 from .tokenizer import TextTokenizer, load_tokenizer
 
 if TYPE_CHECKING:
-    from .export import WITH_PAST_TASK, GenerativeExport, export_with_past
+    from .export import WITH_PAST_TASK, WITH_PAST_TASKS, GenerativeExport, export_with_past
     from .verify import GenerationCheck, compare_with_eager
 
-_LAZY = {"WITH_PAST_TASK": "export", "GenerativeExport": "export", "export_with_past": "export",
+_LAZY = {"WITH_PAST_TASK": "export", "WITH_PAST_TASKS": "export", "GenerativeExport": "export", "export_with_past": "export",
          "GenerationCheck": "verify", "compare_with_eager": "verify"}
 
 __all__ = ["MANIFEST_NAME", "CacheLayout", "GenerationCheck", "GenerationError", "GenerationLoop",
            "GenerationManifest", "GenerationOutput", "GenerationStep", "GenerativeExport", "GraphSession",
-           "GraphSpec", "SamplingOptions", "TextTokenizer", "WITH_PAST_TASK", "compare_with_eager",
-           "export_with_past", "left_pad", "load_tokenizer", "next_tokens", "read_manifest"]
+           "GraphSpec", "SamplingOptions", "TextTokenizer", "TokenRules", "WITH_PAST_TASK", "WITH_PAST_TASKS",
+           "compare_with_eager", "export_with_past", "left_pad", "load_tokenizer", "next_tokens",
+           "read_manifest", "right_pad"]
 
 
 def __getattr__(name: str) -> Any:

@@ -15,7 +15,7 @@ import torch
 
 from ..errors import CaptureError
 
-__all__ = ["GenerateCalls", "record_generate_calls", "CACHE_ARGUMENT"]
+__all__ = ["GenerateCalls", "Seq2SeqCalls", "record_generate_calls", "record_seq2seq_calls", "CACHE_ARGUMENT"]
 
 CACHE_ARGUMENT = "cache"
 """The ``forward`` argument that carries the cache in ``transformers`` 5 (``past_key_values``
@@ -100,3 +100,105 @@ def record_generate_calls(model: torch.nn.Module, input_ids: torch.Tensor, atten
     decode_inputs = {k: v for k, v in decode.items() if isinstance(v, torch.Tensor)}
     decode_inputs[cache_argument] = decode[cache_argument]
     return GenerateCalls(tensors, decode_inputs, constant, cache_argument)
+
+
+@dataclass(frozen=True)
+class Seq2SeqCalls:
+    """The encoder call and the decoder calls of an encoder-decoder model's ``generate``.
+
+    Attributes:
+        encoder: tensor keyword arguments of the encoder's call (``input_ids`` and
+            ``attention_mask`` int64 ``(batch, source)``, or ``input_features`` float
+            ``(batch, mel_bins, frames)``).
+        encoder_constant_kwargs: its non-tensor arguments (``return_dict=True``, ...).
+        prefill: the first decoder step: ``decoder_input_ids`` int64 ``(batch, prompt)`` (the
+            decoder start tokens), the encoder's ``attention_mask`` and ``encoder_outputs``; its
+            empty cache is left out (the graph builds it and returns both halves).
+        decode: the third decoder step (a self-attention past of 2, so the past axis is not
+            specialised): one token per row, the ``EncoderDecoderCache`` under
+            ``cache_argument``, the encoder's mask and output.
+        later: the fourth step (a past of 3), a validation input set of the decode graph.
+        constant_kwargs: the decoder calls' non-tensor arguments, fixed at export.
+        cache_argument: the name of the cache argument.
+        decoder_prompt: the decoder start tokens ``generate`` fed (row 0 of the prefill's
+            ``decoder_input_ids``).
+    """
+
+    encoder: dict[str, Any]
+    encoder_constant_kwargs: dict[str, Any]
+    prefill: dict[str, Any]
+    decode: dict[str, Any]
+    later: dict[str, Any]
+    constant_kwargs: dict[str, Any]
+    cache_argument: str
+    decoder_prompt: tuple[int, ...]
+
+
+def _split(call: dict[str, Any], cache_argument: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Tensor (and ``ModelOutput``) arguments, and the constant ones; ``None`` values dropped."""
+    from transformers.utils import ModelOutput
+
+    tensors, constant = {}, {}
+    for k, v in call.items():
+        if isinstance(v, torch.Tensor | ModelOutput) or (k == cache_argument and v is not None):
+            tensors[k] = v
+        elif v is not None and k != cache_argument:
+            constant[k] = v
+    return tensors, constant
+
+
+def record_seq2seq_calls(model: torch.nn.Module, encoder_inputs: dict[str, torch.Tensor],
+                         **generate_kwargs: Any) -> Seq2SeqCalls:
+    """Run an encoder-decoder model's ``generate`` for four new tokens and record the encoder's
+    call and the first four decoder calls.
+
+    Args:
+        model: a ``transformers`` encoder-decoder model (``get_encoder()``) in eval mode.
+        encoder_inputs: the encoder's inputs (batch >= 2, source length >= 2).
+        generate_kwargs: passed to ``generate``.
+
+    Returns:
+        A :class:`Seq2SeqCalls`.
+
+    Raises:
+        CaptureError: ``generate`` fails, makes fewer than four decoder calls, or passes no cache.
+    """
+    encoder = model.get_encoder()
+    encoder_calls: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+
+    def recorder(into: list[dict[str, Any]]):
+        def record(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            if args:
+                raise CaptureError("generate called forward with positional arguments; cannot record them")
+            into.append({k: copy.deepcopy(v) for k, v in kwargs.items()})
+        return record
+
+    handles = [encoder.register_forward_pre_hook(recorder(encoder_calls), with_kwargs=True),
+               model.register_forward_pre_hook(recorder(calls), with_kwargs=True)]
+    try:
+        with torch.no_grad():
+            model.generate(**encoder_inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False,
+                           use_cache=True, **generate_kwargs)
+    except CaptureError:
+        raise
+    except Exception as e:
+        raise CaptureError(f"the model's generate() fails on the example input: "
+                           f"{type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    finally:
+        for h in handles:
+            h.remove()
+    if len(encoder_calls) != 1 or len(calls) < 4:
+        raise CaptureError(f"generate() made {len(encoder_calls)} encoder and {len(calls)} decoder "
+                           "call(s); one encoder call and four decoder steps are needed")
+    cache_argument = _cache_argument(calls[2])
+    if cache_argument is None:
+        raise CaptureError("generate() passed no cache to the decode steps: the model does not "
+                           "support use_cache")
+    enc, enc_constant = _split(encoder_calls[0], None)
+    prefill, constant = _split(calls[0], cache_argument)
+    prefill.pop(cache_argument, None)
+    decode, _ = _split(calls[2], cache_argument)
+    later, _ = _split(calls[3], cache_argument)
+    prompt = tuple(int(t) for t in prefill["decoder_input_ids"][0].tolist())
+    return Seq2SeqCalls(enc, enc_constant, prefill, decode, later, constant, cache_argument, prompt)

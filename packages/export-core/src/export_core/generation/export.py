@@ -9,7 +9,10 @@ The output directory of a ``text-generation-with-past`` export::
     OUT/tokenizer.json ...      the tokenizer files, when the model has a tokenizer
     OUT/export_report.json      the whole export: status, the graphs, the token comparison
 
-Everything is written into a staging directory and moved into ``OUT`` only once both graphs and
+An encoder-decoder (``text2text-generation-with-past``, ``automatic-speech-recognition-with-past``)
+also writes ``OUT/encoder/``; its prefill graph is the decoder's first step on the start tokens.
+
+Everything is written into a staging directory and moved into ``OUT`` only once every graph and
 the generation check passed (:mod:`export_core.output`).
 """
 
@@ -29,22 +32,38 @@ from ..errors import ExportError, InputError
 from ..output import commit_export, lock_output, prepare_output, record_failure, staging_directory
 from ..report import ExportReport, package_versions
 from .cache_layers import full_sliding_layers, sliding_layers
-from .calls import GenerateCalls, record_generate_calls
+from .calls import record_generate_calls, record_seq2seq_calls
 from .loop import GenerationLoop, GraphSession
-from .manifest import MANIFEST_NAME, CacheLayout, GenerationManifest, GraphSpec
-from .shapes import decode_dynamic_shapes, prefill_dynamic_shapes
+from .manifest import MANIFEST_NAME, CacheLayout, GenerationManifest, GraphSpec, TokenRules
+from .shapes import (decode_dynamic_shapes, encoder_dynamic_shapes, prefill_dynamic_shapes,
+                     seq2seq_decoder_dynamic_shapes)
 from .verify import GenerationCheck, compare_with_eager
 
-__all__ = ["WITH_PAST_TASK", "GenerativeExport", "export_with_past", "default_max_length",
-           "GENERATION_ARTIFACTS"]
+__all__ = ["WITH_PAST_TASK", "SEQ2SEQ_TASK", "SPEECH_SEQ2SEQ_TASK", "WITH_PAST_TASKS", "GenerativeExport",
+           "export_with_past", "default_max_length", "GENERATION_ARTIFACTS"]
 
 logger = logging.getLogger(__name__)
 
 WITH_PAST_TASK = "text-generation-with-past"
-GENERATION_ARTIFACTS = ("prefill", "decode", MANIFEST_NAME, "generation_config.json")
+SEQ2SEQ_TASK = "text2text-generation-with-past"
+SPEECH_SEQ2SEQ_TASK = "automatic-speech-recognition-with-past"
+WITH_PAST_TASKS = (WITH_PAST_TASK, SEQ2SEQ_TASK, SPEECH_SEQ2SEQ_TASK)
+GENERATION_ARTIFACTS = ("encoder", "prefill", "decode", MANIFEST_NAME, "generation_config.json")
 """Entries a generative export writes besides the tokenizer files and the report."""
 
 _POSITION_LIMITS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+_DECODER_LIMITS = ("max_target_positions", *_POSITION_LIMITS)
+_SOURCE_LIMITS = ("max_source_positions", *_POSITION_LIMITS)
+
+
+def _is_encoder_decoder(model: torch.nn.Module) -> bool:
+    return bool(getattr(model.config, "is_encoder_decoder", False)) and hasattr(model, "get_encoder")
+
+
+def _task_of(model: torch.nn.Module) -> str:
+    if not _is_encoder_decoder(model):
+        return WITH_PAST_TASK
+    return SPEECH_SEQ2SEQ_TASK if getattr(model, "main_input_name", "") == "input_features" else SEQ2SEQ_TASK
 
 
 @dataclass
@@ -66,10 +85,13 @@ class GenerativeExport:
     check: GenerationCheck | None
 
 
-def default_max_length(config: Any, cap: int = 2048) -> int:
-    """The model's position limit (``max_position_embeddings``, ``n_positions``, ...), at most
-    ``cap`` tokens (a memory plan for ExecuTorch is sized by it); ``cap`` when it has none."""
-    for name in _POSITION_LIMITS:
+def default_max_length(config: Any, cap: int = 2048, names: tuple[str, ...] = _POSITION_LIMITS) -> int:
+    """The model's position limit (``max_position_embeddings``, ``n_positions``, ...; an
+    encoder-decoder's decoder: ``max_target_positions`` first), at most ``cap`` tokens (a
+    memory plan for ExecuTorch is sized by it); ``cap`` when it has none."""
+    if names is _POSITION_LIMITS and getattr(config, "is_encoder_decoder", False):
+        names = _DECODER_LIMITS
+    for name in names:
         value = getattr(config, name, None)
         if isinstance(value, int) and value > 0:
             return min(value, cap)
@@ -110,7 +132,7 @@ def example_prompt(vocab_size: int, avoid: set[int], *, batch: int = 2, length: 
     return ids, mask
 
 
-def _cache_layout(calls: GenerateCalls, decode_inputs: list[str], prefill_outputs: list[str]) -> CacheLayout:
+def _cache_layout(cache: Any, decode_inputs: list[str], prefill_outputs: list[str]) -> CacheLayout:
     feeds = {}
     for name in decode_inputs:
         if name.startswith("past_key_values."):
@@ -119,9 +141,12 @@ def _cache_layout(calls: GenerateCalls, decode_inputs: list[str], prefill_output
                 raise ExportError(f"the prefill graph has no output {produced!r} for decode input {name!r}",
                                   stage="capture")
             feeds[name] = produced
-    cache = calls.decode[calls.cache_argument]
-    kinds = tuple(type(layer).__name__ for layer in getattr(cache, "layers", ()))
-    return CacheLayout(num_layers=len(kinds) or len(feeds) // 2, feeds=feeds, layer_kinds=kinds)
+    layers = getattr(cache, "layers", None)
+    if layers is None and hasattr(cache, "self_attention_cache"):  # an EncoderDecoderCache
+        layers = cache.self_attention_cache.layers
+    kinds = tuple(type(layer).__name__ for layer in layers or ())
+    halves = 4 if any(".encoder." in n for n in feeds) else 2
+    return CacheLayout(num_layers=len(kinds) or len(feeds) // halves, feeds=feeds, layer_kinds=kinds)
 
 
 def export_with_past(
@@ -135,33 +160,43 @@ def export_with_past(
     max_batch: int = 4,
     validate: bool = True,
     max_new_tokens_checked: int = 64,
+    task: str | None = None,
 ) -> GenerativeExport:
-    """Export a decoder-only model's prefill and decode graphs for a generate loop.
+    """Export a generative model's graphs for a generate loop: a decoder-only model's prefill
+    and decode graphs; an encoder-decoder's encoder, prefill (the decoder's first step, which
+    fills both halves of its cache) and decode graphs.
 
-    The graphs are traced on the inputs of the model's own ``generate()`` (a left-padded batch
+    A decoder-only model's graphs are traced on the inputs of the model's own ``generate()`` (a left-padded batch
     of 2 and a 10-token prompt, so no axis is specialised), with batch in ``[1, max_batch]`` and
     sequence + past in ``[1, max_length]``. Each graph goes through the backend's full export
     (workarounds, validation against eager at two shapes); then the loop runs on the saved graphs
     and must give eager ``generate()``'s greedy tokens (see :func:`compare_with_eager`).
+    An encoder-decoder's are traced on its ``generate()`` over a right-padded batch of 2 sources
+    of 10 tokens (Whisper: 2 random feature sets); its decode graph on the third decoder step (a
+    past of 2), so the past axis is not specialised.
 
     Args:
         exporter: the backend's exporter (``OnnxExporter``, ``ExecutorchExporter``).
-        model: a ``…ForCausalLM`` model.
+        model: a ``…ForCausalLM`` model, or an encoder-decoder (``…ForConditionalGeneration``
+            with ``get_encoder()``: T5, BART, Whisper).
         output: the export directory (``None``: a temporary one for the check, then removed).
         open_session: loads one saved graph and its :class:`GraphSpec` as a :class:`GraphSession`
             (default: the exporter's ``generation_session``, the backend's runtime).
         tokenizer: the model's ``transformers`` tokenizer, saved beside the graphs.
         max_length: the longest prompt + generated sequence, in tokens (default: the position
-            limit, at most 2048).
+            limit, at most 2048); an encoder-decoder's decoder sequence (start tokens + generated).
         max_batch: the largest batch.
         validate: run the per-graph validation and the token comparison.
         max_new_tokens_checked: new tokens the comparison generates per case (at least).
+        task: one of :data:`WITH_PAST_TASKS`; by default the model's own (decoder-only, text
+            or speech encoder-decoder).
 
     Returns:
         A :class:`GenerativeExport`.
 
     Raises:
-        InputError: bounds that cannot hold a capture (``max_length`` < 12, ``max_batch`` < 2).
+        InputError: bounds that cannot hold a capture (``max_length`` < 12, ``max_batch`` < 2),
+            or a ``task`` that is not the model's kind.
         CaptureError: ``generate()`` fails on the example prompt.
         ExportError: a graph's export failed (its stage), or ``ValidationError`` (stage
             ``generate``): the loop's tokens differ from eager.
@@ -176,7 +211,11 @@ def export_with_past(
     if max_length < 12 or max_batch < 2:
         raise InputError(f"max_length {max_length} / max_batch {max_batch} cannot hold the capture "
                          "(a batch of 2 with a 10-token prompt)")
-    report = ExportReport(task=WITH_PAST_TASK, versions=package_versions(*exporter.version_packages))
+    if task is not None and task != _task_of(model):
+        raise InputError(f"task {task!r} does not fit {type(model).__name__}: its generative task is "
+                         f"{_task_of(model)!r}")
+    task = _task_of(model)
+    report = ExportReport(task=task, versions=package_versions(*exporter.version_packages))
     model.eval()
     pad, eos_ids, bos = _special_ids(model, tokenizer)
     out_dir = prepare_output(output) if output is not None else None
@@ -191,7 +230,8 @@ def export_with_past(
         else:
             staging = Path(held.enter_context(tempfile.TemporaryDirectory(prefix="export-gen-")))
         try:
-            result = _export_graphs(exporter, model, staging, report, open_session=open_session,
+            export_graphs = _export_seq2seq_graphs if _is_encoder_decoder(model) else _export_graphs
+            result = export_graphs(exporter, model, staging, report, open_session=open_session,
                                     tokenizer=tokenizer, max_length=max_length, max_batch=max_batch,
                                     validate=validate, pad=pad, eos_ids=eos_ids, bos=bos,
                                     max_new_tokens_checked=max_new_tokens_checked,
@@ -211,12 +251,29 @@ def export_with_past(
     return GenerativeExport(out_dir, manifest, report.as_dict(), graphs, check)
 
 
+@dataclass(frozen=True)
+class _GraphPlan:
+    """One graph to export: the module traced, its example inputs, ``dynamic_shapes``, the
+    constant arguments fixed at export, and the validation input sets (other shapes)."""
+
+    role: str
+    module: torch.nn.Module
+    inputs: dict[str, Any]
+    dynamic_shapes: dict[str, Any]
+    constant_kwargs: dict[str, Any]
+    validation_inputs: list[dict[str, Any]]
+
+
+def _vocab_size(config: Any) -> int:
+    return int(getattr(config, "vocab_size", 0) or getattr(config.get_text_config(), "vocab_size", 0))
+
+
 def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report: ExportReport, *,
                    open_session: Callable[[Path, GraphSpec], GraphSession], tokenizer: Any, max_length: int,
                    max_batch: int, validate: bool, pad: int, eos_ids: tuple[int, ...], bos: int | None,
                    max_new_tokens_checked: int, length_source: str):
     config = model.config
-    vocab = int(getattr(config, "vocab_size", 0) or getattr(config.get_text_config(), "vocab_size", 0))
+    vocab = _vocab_size(config)
     t0 = time.perf_counter()
     # sliding-window layers are recorded and traced as full caches (cache_layers.py); the
     # comparison with eager below runs outside, on the model's own sliding cache
@@ -233,21 +290,135 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
                                   (min(3, max_batch), min(13, max_length - 2), 4, 2))
         ]
         report.stages.append({"name": "record_generate", "seconds": round(time.perf_counter() - t0, 3)})
-        graphs, specs = _export_roles(exporter, model, calls, staging, report, max_length=max_length,
-                                      max_batch=max_batch, validate=validate, validation_calls=others)
-    constant = dict(calls.constant_kwargs)
-    cache = _cache_layout(calls, list(specs["decode"].inputs), list(specs["prefill"].outputs))
+        # a range whose maximum is the capture's batch of 2 pins the axis at 2 (torch.export's
+        # lower bound of a backed size is 2): the graphs admit at least 3; the loop enforces max_batch
+        graph_batch = max(max_batch, 3)
+        constant = dict(calls.constant_kwargs)
+        plans = [
+            _GraphPlan("prefill", model, calls.prefill,
+                       prefill_dynamic_shapes(calls.prefill, max_batch=graph_batch, max_length=max_length),
+                       constant, [c.prefill for c in others]),
+            _GraphPlan("decode", model, calls.decode,
+                       decode_dynamic_shapes(calls.decode, cache_argument=calls.cache_argument,
+                                             max_batch=graph_batch, max_length=max_length),
+                       constant, [c.decode for c in others]),
+        ]
+        graphs, specs = _export_roles(exporter, plans, staging, report, max_batch=graph_batch,
+                                      max_seq=max_length, validate=validate, task=WITH_PAST_TASK)
+    cache = _cache_layout(calls.decode[calls.cache_argument], list(specs["decode"].inputs),
+                          list(specs["prefill"].outputs))
     manifest = GenerationManifest(
         task=WITH_PAST_TASK, architecture=type(model).__name__,
         backend=exporter.backend.split(".")[0],  # "executorch.xnnpack": the runtime is executorch
         graphs=specs, cache=cache, max_length=max_length, max_batch=max_batch, pad_token_id=pad,
         eos_token_ids=eos_ids, bos_token_id=bos,
+        token_rules=TokenRules.from_generation_config(getattr(model, "generation_config", None), vocab),
         extra={"registry_backend": exporter.backend,
-               "constant_kwargs": {k: v for k, v in constant.items() if isinstance(v, bool | int | float | str)},
+               "constant_kwargs": _plain(constant),
                "sliding_layers_cached_in_full": sliding_layers(config) if full_sliding else []},
     )
+    report.extra["bounds"] = {"batch": [1, max_batch], "sequence": [1, max_length], "source": length_source}
+    return _finish(model, manifest, graphs, staging, report, tokenizer=tokenizer, open_session=open_session,
+                   validate=validate, vocab=vocab, avoid={pad, *eos_ids},
+                   max_new_tokens_checked=max_new_tokens_checked)
+
+
+def _plain(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in kwargs.items() if isinstance(v, bool | int | float | str)}
+
+
+def example_source(model: torch.nn.Module, *, batch: int, length: int, padding: int, pad_token_id: int,
+                   avoid: set[int], seed: int) -> dict[str, torch.Tensor]:
+    """An encoder-decoder's example encoder inputs: int64 ``input_ids`` and ``attention_mask``
+    ``(batch, length)``, the last row right-padded by ``padding``; or, for a model whose main
+    input is ``input_features``, float32 ``(batch, num_mel_bins, 2 * max_source_positions)``
+    random features (Whisper's encoder takes exactly that many frames)."""
+    config = model.config
+    g = torch.Generator().manual_seed(seed)
+    if getattr(model, "main_input_name", "") == "input_features":
+        frames = 2 * int(getattr(config, "max_source_positions", 1500))
+        return {"input_features": torch.randn(batch, int(config.num_mel_bins), frames, generator=g)}
+    ids, mask = example_prompt(_vocab_size(config), avoid, batch=batch, length=length, padding=padding,
+                               pad_token_id=pad_token_id, seed=seed)
+    # example_prompt pads on the left; an encoder's source is padded on the right
+    return {"input_ids": ids.flip(-1), "attention_mask": mask.flip(-1)}
+
+
+def _export_seq2seq_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report: ExportReport, *,
+                           open_session: Callable[[Path, GraphSpec], GraphSession], tokenizer: Any,
+                           max_length: int, max_batch: int, validate: bool, pad: int,
+                           eos_ids: tuple[int, ...], bos: int | None, max_new_tokens_checked: int,
+                           length_source: str):
+    config = model.config
+    vocab = _vocab_size(config)
+    task = _task_of(model)
+    speech = task == SPEECH_SEQ2SEQ_TASK
+    max_source = (2 * int(getattr(config, "max_source_positions", 1500)) if speech
+                  else default_max_length(config, cap=512, names=_SOURCE_LIMITS))
+    t0 = time.perf_counter()
+    avoid = {pad, *eos_ids, *([bos] if bos is not None else [])}
+    calls, *others = [
+        record_seq2seq_calls(model, example_source(model, batch=b, length=n, padding=p, pad_token_id=pad,
+                                                   avoid=avoid, seed=seed),
+                             pad_token_id=pad, eos_token_id=list(eos_ids) or None)
+        # the capture's right-padded batch of 2 x 10, then batch 1 and a padded batch of 3
+        for b, n, p, seed in ((2, 10, 3, 0), (1, 6, 0, 1), (min(3, max_batch), min(13, max_source), 4, 2))
+    ]
+    report.stages.append({"name": "record_generate", "seconds": round(time.perf_counter() - t0, 3)})
+    graph_batch = max(max_batch, 3)
+    constant = dict(calls.constant_kwargs)
+    decoder_shapes = dict(max_batch=graph_batch, max_length=max_length, max_source=max_source)
+    encoder = model.get_encoder()
+    plans = [
+        _GraphPlan("encoder", encoder, calls.encoder,
+                   encoder_dynamic_shapes(calls.encoder, max_batch=graph_batch, max_source=max_source),
+                   dict(calls.encoder_constant_kwargs), [c.encoder for c in others]),
+        _GraphPlan("prefill", model, calls.prefill,
+                   seq2seq_decoder_dynamic_shapes(calls.prefill, cache_argument=None, **decoder_shapes),
+                   constant, [c.prefill for c in others]),
+        _GraphPlan("decode", model, calls.decode,
+                   seq2seq_decoder_dynamic_shapes(calls.decode, cache_argument=calls.cache_argument,
+                                                  **decoder_shapes),
+                   constant, [calls.later, *(c.later for c in others)]),
+    ]
+    graphs, specs = _export_roles(exporter, plans, staging, report, max_batch=graph_batch,
+                                  max_seq=max(max_length, max_source), validate=validate, task=task)
+    cache = _cache_layout(calls.decode[calls.cache_argument], list(specs["decode"].inputs),
+                          list(specs["prefill"].outputs))
+    encoder_outputs = {}
+    for name in specs["prefill"].inputs:
+        if name.startswith("encoder_outputs."):
+            produced = name.removeprefix("encoder_outputs.")
+            if produced not in specs["encoder"].outputs:
+                raise ExportError(f"the encoder graph has no output {produced!r} for decoder input {name!r}",
+                                  stage="capture")
+            encoder_outputs[name] = produced
+    manifest = GenerationManifest(
+        task=task, architecture=type(model).__name__, backend=exporter.backend.split(".")[0],
+        graphs=specs, cache=cache, max_length=max_length, max_batch=max_batch, pad_token_id=pad,
+        eos_token_ids=eos_ids, bos_token_id=bos, decoder_prompt=calls.decoder_prompt,
+        encoder_outputs=encoder_outputs, encoder_inputs=tuple(calls.encoder),
+        max_source_length=max_source,
+        token_rules=TokenRules.from_generation_config(getattr(model, "generation_config", None), vocab),
+        extra={"registry_backend": exporter.backend, "constant_kwargs": _plain(constant),
+               "encoder_constant_kwargs": _plain(calls.encoder_constant_kwargs),
+               **({"num_mel_bins": int(config.num_mel_bins)} if speech else {})},
+    )
+    report.extra["bounds"] = {"batch": [1, max_batch], "sequence": [1, max_length], "source": length_source,
+                              "encoder_length": [1, max_source] if not speech else [max_source, max_source]}
+    return _finish(model, manifest, graphs, staging, report, tokenizer=tokenizer, open_session=open_session,
+                   validate=validate, vocab=vocab, avoid={pad, *eos_ids},
+                   max_new_tokens_checked=max_new_tokens_checked)
+
+
+def _finish(model: torch.nn.Module, manifest: GenerationManifest, graphs: dict[str, Any], staging: Path,
+            report: ExportReport, *, tokenizer: Any, open_session: Callable[[Path, GraphSpec], GraphSession],
+            validate: bool, vocab: int, avoid: set[int], max_new_tokens_checked: int):
+    """Write the manifest, the generation config and the tokenizer into ``staging``, fill the
+    report, and run the validation by generation on the saved graphs."""
+    specs = manifest.graphs
     manifest.write(staging)
-    files = ["prefill", "decode", MANIFEST_NAME]
+    files = [*specs, MANIFEST_NAME]
     gen_config = getattr(model, "generation_config", None)
     if gen_config is not None:
         gen_config.save_pretrained(staging)
@@ -261,17 +432,15 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
     report.extra["graphs"] = {role: {"path": s.path, "inputs": list(s.inputs), "outputs": list(s.outputs),
                                      "validation": graphs[role].report.get("validation", {}).get("status")}
                               for role, s in specs.items()}
+    cache = manifest.cache
     report.extra["cache"] = {"num_layers": cache.num_layers, "axes": list(cache.axes),
                              "layer_kinds": list(cache.layer_kinds)}
-    report.extra["bounds"] = {"batch": [1, max_batch], "sequence": [1, max_length],
-                              "source": length_source}
     check = None
     if validate:
         t0 = time.perf_counter()
         sessions = {role: open_session(staging / s.path, s) for role, s in specs.items()}
         loop = GenerationLoop(manifest, sessions)
-        check = compare_with_eager(model, loop, vocab=vocab, avoid={pad, *eos_ids},
-                                   max_new_tokens=max_new_tokens_checked)
+        check = compare_with_eager(model, loop, vocab=vocab, avoid=avoid, max_new_tokens=max_new_tokens_checked)
         report.validation = check.as_dict()
         report.stages.append({"name": "generate_check", "seconds": round(time.perf_counter() - t0, 3)})
         if not check.passed:
@@ -287,39 +456,28 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
     return manifest, graphs, check, files
 
 
-def _export_roles(exporter: Any, model: torch.nn.Module, calls: GenerateCalls, staging: Path,
-                  report: ExportReport, *, max_length: int, max_batch: int, validate: bool,
-                  validation_calls: list[GenerateCalls]) -> tuple[dict[str, Any], dict[str, GraphSpec]]:
-    """Export the prefill and the decode graph through the backend's ``export()``; each is
-    validated against eager on the inputs ``generate()`` passed for ``validation_calls``' prompts
-    (consistent masks, positions and past lengths, batch 1 among them)."""
+def _export_roles(exporter: Any, plans: list[_GraphPlan], staging: Path, report: ExportReport, *,
+                  max_batch: int, max_seq: int, validate: bool,
+                  task: str) -> tuple[dict[str, Any], dict[str, GraphSpec]]:
+    """Export each planned graph through the backend's ``export()``; each is validated against
+    eager on the inputs ``generate()`` passed for other prompts (consistent masks, positions
+    and past lengths, batch 1 among them)."""
     graphs: dict[str, Any] = {}
     specs: dict[str, GraphSpec] = {}
-    constant = dict(calls.constant_kwargs)
-    # a range whose maximum is the capture's batch of 2 pins the axis at 2 (torch.export's lower
-    # bound of a backed size is 2): the graphs admit at least 3; the loop enforces max_batch
-    max_batch = max(max_batch, 3)
-    plans = {
-        "prefill": (calls.prefill, prefill_dynamic_shapes(calls.prefill, max_batch=max_batch,
-                                                          max_length=max_length)),
-        "decode": (calls.decode, decode_dynamic_shapes(calls.decode, cache_argument=calls.cache_argument,
-                                                       max_batch=max_batch, max_length=max_length)),
-    }
-    for role, (inputs, dynamic_shapes) in plans.items():
+    for plan in plans:
+        role = plan.role
         listener = getattr(exporter, "listener", None)
         if listener is not None and hasattr(listener, "info"):
             listener.info(f"[bold]{role}[/] graph")
         # a backend with bounds of its own (ExecuTorch) plans for the graphs' bounds: its
         # default sequence cap (512) would reject a longer past than the manifest promises
-        bound = {k: v for k, v in (("max_batch", max_batch), ("max_seq", max_length))
+        bound = {k: v for k, v in (("max_batch", max_batch), ("max_seq", max_seq))
                  if hasattr(exporter.config, k)}
-        graph_exporter = exporter.configured(dynamic_shapes=dynamic_shapes, constant_kwargs=constant,
-                                             **bound)
+        graph_exporter = exporter.configured(dynamic_shapes=plan.dynamic_shapes,
+                                             constant_kwargs=plan.constant_kwargs, **bound)
         try:
-            result = graph_exporter.export(
-                model, inputs, output=staging / role, validate=validate,
-                validation_inputs=[getattr(c, role) for c in validation_calls],
-                task=f"{WITH_PAST_TASK}:{role}")
+            result = graph_exporter.export(plan.module, plan.inputs, output=staging / role, validate=validate,
+                                           validation_inputs=plan.validation_inputs, task=f"{task}:{role}")
         except ExportError as e:
             report.stage = e.stage
             raise type(e)(f"{role} graph: {e.args[0] if e.args else e}", stage=e.stage) from e

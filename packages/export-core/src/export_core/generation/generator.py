@@ -18,7 +18,7 @@ from .tokenizer import TextTokenizer, load_tokenizer
 
 __all__ = ["Generator", "LOOP_OPTIONS"]
 
-LOOP_OPTIONS = ("max_new_tokens", "min_new_tokens", "stop_on_eos", "logits_callback")
+LOOP_OPTIONS = ("max_new_tokens", "min_new_tokens", "stop_on_eos", "logits_callback", "encoder_inputs")
 _SAMPLING_OPTIONS = ("do_sample", "temperature", "top_k", "top_p", "seed")
 
 
@@ -26,7 +26,8 @@ class Generator:
     """The graphs of one export loaded in a runtime, ready to generate.
 
     Args:
-        directory: a ``text-generation-with-past`` export directory.
+        directory: a ``-with-past`` export directory (``text-generation-with-past``,
+            ``text2text-generation-with-past``, ``automatic-speech-recognition-with-past``).
         open_session: loads one graph file (with its manifest entry: input and output names)
             as a :class:`~export_core.generation.loop.GraphSession`.
         backend: the backend the export must have been made for (``"onnx"``, ``"executorch"``;
@@ -60,15 +61,23 @@ class Generator:
             self._tokenizer = load_tokenizer(self.directory)
         return self._tokenizer
 
-    def encode(self, prompts: Sequence[str] | Sequence[Sequence[int]]) -> list[list[int]]:
-        """Token ids of each prompt (texts through the tokenizer, id lists as they are)."""
+    def encode(self, prompts: Sequence[str] | Sequence[Sequence[int]] | None) -> list[list[int]] | None:
+        """Token ids of each prompt (texts through the tokenizer, id lists as they are);
+        ``None`` stays ``None`` (an encoder-decoder given ``encoder_inputs``)."""
+        if prompts is None:
+            return None
         return [self.tokenizer.encode(p) if isinstance(p, str) else [int(t) for t in p] for p in prompts]
 
-    def stream(self, prompts: Sequence[str] | Sequence[Sequence[int]], **options: Any) -> Iterator[GenerationStep]:
+    def stream(self, prompts: Sequence[str] | Sequence[Sequence[int]] | None = None,
+               **options: Any) -> Iterator[GenerationStep]:
         """Yield each step's tokens as they are chosen.
 
+        ``prompts`` are a decoder-only model's prompts or an encoder-decoder's sources (T5,
+        BART); a speech model (Whisper) takes ``encoder_inputs={"input_features": array}``
+        (float32 ``(batch, mel_bins, frames)``, from its feature extractor) instead.
+
         Options: ``max_new_tokens`` (default 32), ``min_new_tokens`` (default 0: EOS is not
-        chosen before), ``stop_on_eos`` (default ``True``),
+        chosen before), ``stop_on_eos`` (default ``True``), ``encoder_inputs``,
         ``do_sample``, ``temperature``, ``top_k``, ``top_p``, ``seed`` (see
         :class:`~export_core.generation.sampling.SamplingOptions`).
 
@@ -77,11 +86,13 @@ class Generator:
         """
         return self.loop.stream(self.encode(prompts), **_loop_options(options))
 
-    def generate(self, prompts: Sequence[str] | Sequence[Sequence[int]], **options: Any) -> GenerationOutput:
+    def generate(self, prompts: Sequence[str] | Sequence[Sequence[int]] | None = None,
+                 **options: Any) -> GenerationOutput:
         """Generate to the end (options as :meth:`stream`); token ids per row."""
         return self.loop.generate(self.encode(prompts), **_loop_options(options))
 
-    def generate_text(self, prompts: Sequence[str] | Sequence[Sequence[int]], **options: Any) -> list[str]:
+    def generate_text(self, prompts: Sequence[str] | Sequence[Sequence[int]] | None = None,
+                      **options: Any) -> list[str]:
         """The generated text of each prompt, without the prompt (options as :meth:`stream`).
 
         Raises:

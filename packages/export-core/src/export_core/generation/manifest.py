@@ -13,8 +13,8 @@ from typing import Any
 
 from ..errors import ExportError
 
-__all__ = ["MANIFEST_NAME", "MANIFEST_FORMAT", "GraphSpec", "CacheLayout", "GenerationManifest",
-           "GenerationError", "read_manifest"]
+__all__ = ["MANIFEST_NAME", "MANIFEST_FORMAT", "GraphSpec", "CacheLayout", "TokenRules",
+           "GenerationManifest", "GenerationError", "read_manifest"]
 
 MANIFEST_NAME = "generation.json"
 MANIFEST_FORMAT = 1
@@ -32,8 +32,9 @@ class GraphSpec:
     """One exported graph of a generative model.
 
     Attributes:
-        role: ``"prefill"`` (the prompt, no cache in) or ``"decode"`` (one new token per row and
-            the cache of the previous step).
+        role: ``"prefill"`` (the prompt, no cache in), ``"decode"`` (one new token per row and
+            the cache of the previous step) or, for an encoder-decoder, ``"encoder"`` (the
+            source, run once; its prefill is the decoder's first step on the start tokens).
         path: the artifact, relative to the export directory (``prefill/model.onnx``).
         inputs: the graph's input names, in order.
         outputs: its output names, in order; ``logits`` first.
@@ -52,7 +53,8 @@ class CacheLayout:
     Attributes:
         num_layers: decoder layers holding a cache entry.
         feeds: ``{decode input name: output name of the previous step}``, e.g.
-            ``{"past_key_values.0.key": "present.0.key"}``.
+            ``{"past_key_values.0.key": "present.0.key"}``; an encoder-decoder's have both halves
+            (``past_key_values.0.decoder.key``, ``past_key_values.0.encoder.key``).
         axes: the axis names of a cache tensor, ``("batch", "kv_heads", "past_sequence",
             "head_dim")``.
         layer_kinds: per layer, the ``transformers`` cache layer class (``DynamicLayer``,
@@ -66,11 +68,45 @@ class CacheLayout:
 
 
 @dataclass(frozen=True)
+class TokenRules:
+    """The token rules of the model's generation config that ``generate`` applies to the
+    scores, applied by the loop in the same way.
+
+    Attributes:
+        forced_bos_token_id: the first new token (mBART's language token).
+        forced_eos_token_id: the token at the last step of the budget (BART).
+        suppress_tokens: never chosen (Whisper).
+        begin_suppress_tokens: not chosen as the first new token (Whisper).
+    """
+
+    forced_bos_token_id: int | None = None
+    forced_eos_token_id: tuple[int, ...] = ()
+    suppress_tokens: tuple[int, ...] = ()
+    begin_suppress_tokens: tuple[int, ...] = ()
+
+    @classmethod
+    def from_generation_config(cls, config: Any, vocab: int) -> TokenRules:
+        """The rules of a ``transformers`` ``GenerationConfig`` (ids outside ``[0, vocab)``
+        dropped: a tiny model's config may keep the full model's ids)."""
+        def ids(value: Any) -> tuple[int, ...]:
+            if value is None:
+                return ()
+            values = value if isinstance(value, list | tuple) else [value]
+            return tuple(int(v) for v in values if isinstance(v, int) and 0 <= v < vocab)
+
+        bos = ids(getattr(config, "forced_bos_token_id", None))
+        return cls(bos[0] if bos else None, ids(getattr(config, "forced_eos_token_id", None)),
+                   ids(getattr(config, "suppress_tokens", None)),
+                   ids(getattr(config, "begin_suppress_tokens", None)))
+
+
+@dataclass(frozen=True)
 class GenerationManifest:
     """What a generate loop needs to know about an export (``generation.json``).
 
     Attributes:
-        task: ``text-generation-with-past``.
+        task: ``text-generation-with-past``, ``text2text-generation-with-past`` or
+            ``automatic-speech-recognition-with-past``.
         architecture: the model class, e.g. ``LlamaForCausalLM``.
         backend: ``onnx`` or ``executorch``.
         graphs: the graphs by role.
@@ -82,6 +118,14 @@ class GenerationManifest:
             else the tokenizer).
         position_ids: how the loop builds ``position_ids`` when a graph takes them:
             ``"mask_cumsum"`` (``cumsum(attention_mask) - 1``, 1 at padding, as ``generate``).
+        decoder_prompt: an encoder-decoder's decoder start tokens (empty for a decoder-only
+            model); ``max_length`` counts them.
+        encoder_outputs: ``{decoder graph input: encoder graph output}``
+            (``{"encoder_outputs.last_hidden_state": "last_hidden_state"}``).
+        encoder_inputs: the encoder graph's inputs the caller provides (``input_ids`` and
+            ``attention_mask``, right-padded; or ``input_features``).
+        max_source_length: the longest encoder input, in tokens (or frames).
+        token_rules: the generation config's :class:`TokenRules`.
         format: the manifest format version.
     """
 
@@ -96,8 +140,18 @@ class GenerationManifest:
     eos_token_ids: tuple[int, ...] = ()
     bos_token_id: int | None = None
     position_ids: str = "mask_cumsum"
+    decoder_prompt: tuple[int, ...] = ()
+    encoder_outputs: dict[str, str] = field(default_factory=dict)
+    encoder_inputs: tuple[str, ...] = ()
+    max_source_length: int | None = None
+    token_rules: TokenRules = field(default_factory=TokenRules)
     format: int = MANIFEST_FORMAT
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_encoder_decoder(self) -> bool:
+        """The export has an encoder graph (its prefill is the decoder's first step)."""
+        return "encoder" in self.graphs
 
     def graph(self, role: str) -> GraphSpec:
         """The graph of ``role``.
@@ -121,6 +175,13 @@ class GenerationManifest:
         return path
 
 
+def _token_rules(data: dict[str, Any]) -> TokenRules:
+    bos = data.get("forced_bos_token_id")
+    return TokenRules(int(bos) if bos is not None else None,
+                      *(tuple(int(t) for t in data.get(k, ())) for k in
+                        ("forced_eos_token_id", "suppress_tokens", "begin_suppress_tokens")))
+
+
 def read_manifest(directory: str | Path) -> GenerationManifest:
     """Read ``generation.json`` from an export directory.
 
@@ -133,7 +194,8 @@ def read_manifest(directory: str | Path) -> GenerationManifest:
     if not path.is_file():
         raise GenerationError(
             f"{directory} has no {MANIFEST_NAME}: export the model with --task "
-            "text-generation-with-past first")
+            "text-generation-with-past (text2text-generation-with-past, "
+            "automatic-speech-recognition-with-past) first")
     try:
         data = json.loads(path.read_text())
         if data.get("format") != MANIFEST_FORMAT:
@@ -150,6 +212,11 @@ def read_manifest(directory: str | Path) -> GenerationManifest:
             max_batch=int(data["max_batch"]), pad_token_id=int(data["pad_token_id"]),
             eos_token_ids=tuple(int(t) for t in data.get("eos_token_ids", ())),
             bos_token_id=data.get("bos_token_id"), position_ids=data.get("position_ids", "mask_cumsum"),
+            decoder_prompt=tuple(int(t) for t in data.get("decoder_prompt", ())),
+            encoder_outputs=dict(data.get("encoder_outputs", {})),
+            encoder_inputs=tuple(data.get("encoder_inputs", ())),
+            max_source_length=data.get("max_source_length"),
+            token_rules=_token_rules(data.get("token_rules", {})),
             extra=dict(data.get("extra", {})),
         )
     except (KeyError, TypeError, ValueError) as e:

@@ -15,7 +15,8 @@ from torch.export import Dim
 from ..dynamic_shapes import spec_tree
 from ..pytree import register_pytree_nodes
 
-__all__ = ["prefill_dynamic_shapes", "decode_dynamic_shapes"]
+__all__ = ["prefill_dynamic_shapes", "decode_dynamic_shapes", "encoder_dynamic_shapes",
+           "seq2seq_decoder_dynamic_shapes"]
 
 
 def prefill_dynamic_shapes(inputs: dict[str, Any], *, max_batch: int, max_length: int) -> dict[str, Any]:
@@ -54,4 +55,48 @@ def decode_dynamic_shapes(inputs: dict[str, Any], *, cache_argument: str, max_ba
             out[k] = {0: batch}
         else:
             out[k] = spec_tree(v, lambda t: None)
+    return out
+
+
+def encoder_dynamic_shapes(inputs: dict[str, Any], *, max_batch: int, max_source: int) -> dict[str, Any]:
+    """The encoder graph: batch (axis 0) in ``[1, max_batch]`` and the source axis (axis 1 of
+    ``(batch, source)`` ids and masks, the last axis of ``(batch, mel_bins, frames)`` features)
+    in ``[1, max_source]``; a model that needs a fixed source length (Whisper's 2 x
+    ``max_source_positions`` frames) has it specialised by ``Dim.AUTO``."""
+    batch, source = Dim.AUTO(min=1, max=max_batch), Dim.AUTO(min=1, max=max_source)
+
+    def leaf(t: torch.Tensor) -> dict[int, Any] | None:
+        return {0: batch, t.dim() - 1: source} if t.dim() >= 2 else None
+
+    return {k: spec_tree(v, leaf) for k, v in inputs.items()}
+
+
+def seq2seq_decoder_dynamic_shapes(inputs: dict[str, Any], *, cache_argument: str | None, max_batch: int,
+                                   max_length: int, max_source: int) -> dict[str, Any]:
+    """A decoder step of an encoder-decoder: batch in ``[1, max_batch]`` everywhere; the
+    encoder's ``attention_mask`` ``(batch, source)``, ``encoder_outputs`` ``(batch, source,
+    hidden)`` and the cache's cross-attention half ``(batch, heads, source, head_dim)`` share a
+    source axis in ``[1, max_source]``; the self-attention half's past axis is in
+    ``[1, max_length - 1]``. ``decoder_input_ids`` keeps its length (the start tokens, or one
+    token)."""
+    register_pytree_nodes()
+    batch = Dim.AUTO(min=1, max=max_batch)
+    source = Dim.AUTO(min=1, max=max_source)
+    past = Dim.AUTO(min=1, max=max_length - 1)
+    import torch.utils._pytree as pytree
+
+    def on_source(t: torch.Tensor) -> dict[int, Any] | None:
+        return {0: batch, 1: source} if t.dim() >= 2 else {0: batch}
+
+    out: dict[str, Any] = {}
+    for k, v in inputs.items():
+        if k == cache_argument:
+            halves = {id(v.self_attention_cache): past, id(v.cross_attention_cache): source}
+            children, _ = pytree.SUPPORTED_NODES[type(v)].flatten_fn(v)
+            out[k] = [spec_tree(c, (lambda axis: lambda t: {0: batch, 2: axis})(halves[id(c)]))
+                      if id(c) in halves else spec_tree(c, lambda t: None) for c in children]
+        elif k == "decoder_input_ids":
+            out[k] = {0: batch}
+        else:
+            out[k] = spec_tree(v, on_source)
     return out

@@ -83,10 +83,17 @@ class GenerationCheck:
                 "cases": [asdict(c) | {"passed": c.passed} for c in self.cases]}
 
 
-def default_cases(max_length: int, min_new_tokens: int = 64) -> list[GenerationCase]:
-    """Batch 1 with a 5-token prompt; a left-padded batch of 2 (7 and 3 tokens); batch 1 run to
+def default_cases(max_length: int, min_new_tokens: int = 64, prompt: int = 0) -> list[GenerationCase]:
+    """Batch 1 with a 5-token prompt; a padded batch of 2 (7 and 3 tokens); batch 1 run to
     ``max_length`` (when that is more than ``min_new_tokens`` further). Prompt lengths differ from
-    the capture's (10)."""
+    the capture's (10). For an encoder-decoder the prompts are its sources and ``prompt`` is
+    the length of its decoder start tokens, which ``max_length`` counts."""
+    if prompt:
+        budget = max(1, min(min_new_tokens, max_length - prompt))
+        cases = [GenerationCase("batch1", (5,), budget), GenerationCase("batch2_padded", (7, 3), budget)]
+        if max_length - prompt > budget:
+            cases.append(GenerationCase("to_max_length", (4,), max_length - prompt))
+        return cases
     budget = max(1, min(min_new_tokens, max_length - 7))
     cases = [GenerationCase("batch1", (5,), min(budget, max_length - 5)),
              GenerationCase("batch2_left_padded", (7, 3), budget)]
@@ -106,10 +113,33 @@ def _is_tie(scores: torch.Tensor) -> bool:
     return float(top[0] - top[1]) <= TIE_TOLERANCE * max(1.0, abs(float(top[0])))
 
 
+def _case_inputs(loop: GenerationLoop, case: GenerationCase, prompts: list[list[int]],
+                 seed: int) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """The eager ``generate`` inputs of a case and the loop's arguments for the same case."""
+    from .loop import left_pad, right_pad
+
+    m = loop.manifest
+    if not m.is_encoder_decoder:
+        ids, mask = left_pad(prompts, m.pad_token_id)
+        return ({"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)},
+                {"prompts": prompts})
+    if "input_features" in m.encoder_inputs:
+        # features of the export's fixed length, one random set per row
+        spec = m.max_source_length or 0
+        bins = int(m.extra.get("num_mel_bins", 0))
+        g = np.random.default_rng(seed)
+        features = g.standard_normal((len(prompts), bins, spec)).astype(np.float32)
+        return {"input_features": torch.from_numpy(features)}, {"encoder_inputs": {"input_features": features}}
+    ids, mask = right_pad(prompts, m.pad_token_id)
+    return ({"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)},
+            {"prompts": prompts})
+
+
 def compare_with_eager(model: torch.nn.Module, loop: GenerationLoop, *, vocab: int, avoid: set[int],
                        max_new_tokens: int = 64, cases: list[GenerationCase] | None = None,
                        seed: int = 0) -> GenerationCheck:
-    """Greedy generation from the artifacts and from eager ``generate()`` on the same prompts.
+    """Greedy generation from the artifacts and from eager ``generate()`` on the same prompts
+    (an encoder-decoder's sources, right-padded; Whisper's: random features, one set per row).
 
     Args:
         model: the eager model.
@@ -122,21 +152,20 @@ def compare_with_eager(model: torch.nn.Module, loop: GenerationLoop, *, vocab: i
         A :class:`GenerationCheck` (it does not raise on mismatch).
     """
     m = loop.manifest
-    cases = cases or default_cases(m.max_length, max_new_tokens)
+    cases = cases or default_cases(m.max_length, max_new_tokens, len(m.decoder_prompt))
     results = []
     for n, case in enumerate(cases):
         prompts = _prompts(case.prompt_lengths, vocab, avoid, seed + n)
-        from .loop import left_pad
-
-        ids, mask = left_pad(prompts, m.pad_token_id)
+        eager_inputs, loop_inputs = _case_inputs(loop, case, prompts, seed + n)
+        budget = case.max_new_tokens
         with torch.no_grad():
-            eager = model.generate(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
-                                   max_new_tokens=case.max_new_tokens,
-                                   min_new_tokens=case.max_new_tokens, do_sample=False, use_cache=True,
+            eager = model.generate(**eager_inputs, max_new_tokens=budget, min_new_tokens=budget,
+                                   do_sample=False, use_cache=True,
                                    pad_token_id=m.pad_token_id, eos_token_id=list(m.eos_token_ids) or None,
                                    output_scores=True, return_dict_in_generate=True)
-        eager_new = eager.sequences[:, ids.shape[1]:].tolist()
-        got = loop.generate(prompts, max_new_tokens=case.max_new_tokens, min_new_tokens=case.max_new_tokens)
+        # min_new_tokens = max_new_tokens: every row has exactly the budget's new tokens
+        eager_new = eager.sequences[:, -budget:].tolist()
+        got = loop.generate(**loop_inputs, max_new_tokens=budget, min_new_tokens=budget)
         result = CaseResult(case.name, list(case.prompt_lengths), case.max_new_tokens)
         eos = set(m.eos_token_ids)
         for row, (want, have) in enumerate(zip(eager_new, got.sequences)):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..stages import ONNX_STAGES
 from . import (
+    contiguous_clone,
     mixed_dtype_arith,
     refix_after_decompositions,
     sdpa_masked_rows,
@@ -21,6 +22,7 @@ from . import (
 
 __all__ = [
     "ONNX_STAGES",
+    "contiguous_clone",
     "mixed_dtype_arith",
     "refix_after_decompositions",
     "sdpa_masked_rows",
