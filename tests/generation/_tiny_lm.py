@@ -46,3 +46,47 @@ def write_tiny_llama(path: Path, max_positions: int = 96) -> Path:
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def _tokenizer_ending_with_eos():
+    """:func:`train_tokenizer` with a template that ends each encoding with ``</s>`` (an
+    encoder's source, as T5's tokenizer writes it) instead of starting it with ``<s>``."""
+    from tokenizers import processors
+
+    tokenizer = train_tokenizer()
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="$A </s>", special_tokens=[("</s>", 2)])
+    return tokenizer
+
+
+def write_tiny_t5(path: Path) -> Path:
+    """``save_pretrained`` of a 2-layer T5 (d_model 32, vocab :data:`VOCAB`; the decoder starts
+    from ``<pad>`` = 0, EOS ``</s>`` = 2) and its tokenizer."""
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    config = T5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                      decoder_start_token_id=0, pad_token_id=0, eos_token_id=2,
+                      architectures=["T5ForConditionalGeneration"])
+    torch.manual_seed(0)
+    T5ForConditionalGeneration(config).eval().save_pretrained(path)
+    _tokenizer_ending_with_eos().save_pretrained(path)
+    return path
+
+
+def write_tiny_whisper(path: Path) -> Path:
+    """``save_pretrained`` of a 2-layer Whisper (16 mel bins x 64 frames, vocab :data:`VOCAB`,
+    64 decoder positions; the decoder starts from ``<s>`` = 1) and a tokenizer for its output."""
+    import torch
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    config = WhisperConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
+                           encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+                           decoder_ffn_dim=64, num_mel_bins=16, max_source_positions=32,
+                           max_target_positions=64, decoder_start_token_id=1, pad_token_id=0,
+                           eos_token_id=2, bos_token_id=1, suppress_tokens=None,
+                           begin_suppress_tokens=None, architectures=["WhisperForConditionalGeneration"])
+    torch.manual_seed(0)
+    WhisperForConditionalGeneration(config).eval().save_pretrained(path)
+    train_tokenizer().save_pretrained(path)
+    return path

@@ -173,3 +173,116 @@ def test_the_loop_side_imports_no_torch():
     code = ("import sys, export_core.generation, export_onnx.generation; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ── encoder-decoder exports and the generation config's token rules ──────────────────────────
+
+
+class ToyEncoder:
+    """Encodes a right-padded source as its masked token sum, ``(batch, 1, 1)``."""
+
+    input_names = ["input_ids", "attention_mask"]
+    output_names = ["last_hidden_state"]
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, np.ndarray]] = []
+
+    def run(self, feeds):
+        self.calls.append({k: np.array(v) for k, v in feeds.items()})
+        total = (feeds["input_ids"] * feeds["attention_mask"]).sum(axis=1)
+        return {"last_hidden_state": total[:, None, None].astype(np.float32)}
+
+
+class ToyDecoder:
+    """Logits peak at ``(last token + source sum + steps so far) % VOCAB`` (never PAD or EOS);
+    the cache counts the steps."""
+
+    def __init__(self, role: str) -> None:
+        self.input_names = ["decoder_input_ids", "attention_mask", "encoder_outputs.last_hidden_state"] + (
+            ["past_key_values.0.decoder.key"] if role == "decode" else [])
+        self.calls: list[dict[str, np.ndarray]] = []
+
+    def run(self, feeds):
+        self.calls.append({k: np.array(v) for k, v in feeds.items()})
+        ids = feeds["decoder_input_ids"]
+        steps = feeds.get("past_key_values.0.decoder.key", np.zeros((ids.shape[0], 1), dtype=np.int64)) + 1
+        source = feeds["encoder_outputs.last_hidden_state"][:, 0, 0].astype(np.int64)
+        target = (ids[:, -1] + source + steps[:, 0]) % VOCAB
+        target = np.where(target <= EOS, target + 2, target)
+        logits = np.zeros((ids.shape[0], 1, VOCAB), dtype=np.float32)
+        logits[np.arange(ids.shape[0]), 0, target] = 5.0
+        logits[:, 0, EOS] = 4.0  # EOS second best everywhere
+        return {"logits": logits, "present.0.decoder.key": steps}
+
+
+def _seq2seq_loop(rules=None, max_length: int = 16):
+    from export_core.generation import TokenRules
+
+    graphs = {r: GraphSpec(r, f"{r}/model.onnx", (), ()) for r in ("encoder", "prefill", "decode")}
+    manifest = GenerationManifest(
+        task="text2text-generation-with-past", architecture="ToySeq2Seq", backend="onnx", graphs=graphs,
+        cache=CacheLayout(1, {"past_key_values.0.decoder.key": "present.0.decoder.key"}),
+        max_length=max_length, max_batch=4, pad_token_id=PAD, eos_token_ids=(EOS,), decoder_prompt=(PAD,),
+        encoder_outputs={"encoder_outputs.last_hidden_state": "last_hidden_state"},
+        encoder_inputs=("input_ids", "attention_mask"), max_source_length=8,
+        token_rules=rules or TokenRules())
+    sessions = {"encoder": ToyEncoder(), "prefill": ToyDecoder("prefill"), "decode": ToyDecoder("decode")}
+    return GenerationLoop(manifest, sessions), sessions
+
+
+def _toy_seq2seq_tokens(source: list[int], n: int) -> list[int]:
+    out, last = [], PAD
+    for step in range(n):
+        t = (last + sum(source) + step + 1) % VOCAB
+        t = t + 2 if t <= EOS else t
+        out.append(t)
+        last = t
+    return out
+
+
+def test_encoder_decoder_runs_the_encoder_once_and_feeds_its_output_to_every_step():
+    loop, sessions = _seq2seq_loop()
+    got = loop.generate([[3, 4, 5], [6]], max_new_tokens=5)
+    assert got.sequences == [_toy_seq2seq_tokens([3, 4, 5], 5), _toy_seq2seq_tokens([6], 5)]
+    (encoded,) = sessions["encoder"].calls
+    # the source is right-padded, its mask fed to every decoder step unchanged
+    assert encoded["input_ids"].tolist() == [[3, 4, 5], [6, PAD, PAD]]
+    assert encoded["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
+    assert sessions["prefill"].calls[0]["decoder_input_ids"].tolist() == [[PAD], [PAD]]
+    assert len(sessions["decode"].calls) == 4
+    for call in sessions["decode"].calls:
+        assert call["attention_mask"].tolist() == encoded["attention_mask"].tolist()
+        assert call["decoder_input_ids"].shape == (2, 1)
+
+
+def test_token_rules_forced_bos_forced_eos_and_suppression():
+    from export_core.generation import TokenRules
+
+    free = _toy_seq2seq_tokens([3], 6)
+    # forced BOS (first token), forced EOS (last token of the budget)
+    loop, _ = _seq2seq_loop(TokenRules(forced_bos_token_id=9, forced_eos_token_id=(EOS,)))
+    (row,) = loop.generate([[3]], max_new_tokens=6, stop_on_eos=False).sequences
+    assert row[0] == 9 and row[-1] == EOS
+    # suppressed everywhere: the runner-up (EOS here) is chosen instead; begin-suppressed only
+    # at the first step
+    loop, _ = _seq2seq_loop(TokenRules(suppress_tokens=(free[1],)))
+    (row,) = loop.generate([[3]], max_new_tokens=3, stop_on_eos=False).sequences
+    assert row[:2] == [free[0], EOS]
+    loop, _ = _seq2seq_loop(TokenRules(begin_suppress_tokens=(free[0],)))
+    (row,) = loop.generate([[3]], max_new_tokens=1).sequences
+    assert row == [EOS]
+
+
+def test_encoder_decoder_requests_are_checked():
+    loop, _ = _seq2seq_loop(max_length=8)
+    with pytest.raises(GenerationError, match=r"decoder start tokens \(1 tokens\) \+ max_new_tokens \(8\)"):
+        loop.generate([[3]], max_new_tokens=8)
+    with pytest.raises(GenerationError, match="exceeds the export's maximum source length 8"):
+        loop.generate([[3] * 9], max_new_tokens=2)
+    with pytest.raises(GenerationError, match="either prompts"):
+        loop.generate(None, max_new_tokens=2)
+    with pytest.raises(GenerationError, match="takes \\['input_ids', 'attention_mask'\\], not \\['input_features'\\]"):
+        loop.generate(encoder_inputs={"input_features": np.zeros((1, 4, 8), np.float32)}, max_new_tokens=2)
+    decoder_only = _loop()
+    with pytest.raises(GenerationError, match="for an encoder-decoder export"):
+        decoder_only.generate([[3]], encoder_inputs={"input_ids": np.zeros((1, 2), np.int64)}, max_new_tokens=2)
