@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Family", "FAMILIES", "SEQ2SEQ_FAMILIES", "build_model"]
+__all__ = ["Family", "FAMILIES", "SEQ2SEQ_FAMILIES", "build_model", "generation_backend"]
 
 _COMMON = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
@@ -86,3 +86,21 @@ def build_model(name: str, seed: int = 0) -> torch.nn.Module:
     config = getattr(transformers, family.config)(**family.kwargs)
     torch.manual_seed(seed)
     return getattr(transformers, family.model)(config).eval()
+
+
+def generation_backend(backend: str):
+    """``(exporter, open_session, Generator class)`` of ``"onnx"`` or ``"executorch"``; the test
+    is skipped when the backend's runtime is not installed."""
+    import pytest
+
+    if backend == "onnx":
+        pytest.importorskip("onnxruntime")
+        from export_onnx.exporter import OnnxExporter
+        from export_onnx.generation import OnnxGenerator, open_session
+
+        return OnnxExporter(), open_session, OnnxGenerator
+    pytest.importorskip("executorch")
+    from export_executorch.exporter import ExecutorchExporter
+    from export_executorch.generation import ExecutorchGenerator, open_session
+
+    return ExecutorchExporter(), open_session, ExecutorchGenerator

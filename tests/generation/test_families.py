@@ -16,7 +16,7 @@ import os
 
 import pytest
 import torch
-from _families import FAMILIES, build_model
+from _families import FAMILIES, build_model, generation_backend
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -55,20 +55,6 @@ def _case(family: str, backend: str):
 CASES = [_case(f, b) for b in BACKENDS for f in FAMILIES]
 
 
-def _backend(backend: str):
-    if backend == "onnx":
-        pytest.importorskip("onnxruntime")
-        from export_onnx.exporter import OnnxExporter
-        from export_onnx.generation import OnnxGenerator, open_session
-
-        return OnnxExporter(), open_session, OnnxGenerator
-    pytest.importorskip("executorch")
-    from export_executorch.exporter import ExecutorchExporter
-    from export_executorch.generation import ExecutorchGenerator, open_session
-
-    return ExecutorchExporter(), open_session, ExecutorchGenerator
-
-
 def _eager_tokens(model: torch.nn.Module, prompt: list[int], max_new_tokens: int, pad: int,
                   eos: list[int]) -> list[int]:
     with torch.no_grad():
@@ -84,7 +70,7 @@ def _eager_tokens(model: torch.nn.Module, prompt: list[int], max_new_tokens: int
 def test_family_generates_eager_tokens(family: str, backend: str, tmp_path) -> None:
     from export_core.generation import export_with_past
 
-    exporter, open_session, generator_class = _backend(backend)
+    exporter, open_session, generator_class = generation_backend(backend)
     model = build_model(family)
     out = tmp_path / "out"
     result = export_with_past(exporter, model, output=out, open_session=open_session,

@@ -19,7 +19,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from _families import SEQ2SEQ_FAMILIES, build_model
+from _families import SEQ2SEQ_FAMILIES, build_model, generation_backend
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -38,20 +38,6 @@ def _case(family: str, backend: str):
     return pytest.param(family, backend, marks=marks, id=f"{family}-{backend}")
 
 
-def _backend(backend: str):
-    if backend == "onnx":
-        pytest.importorskip("onnxruntime")
-        from export_onnx.exporter import OnnxExporter
-        from export_onnx.generation import OnnxGenerator, open_session
-
-        return OnnxExporter(), open_session, OnnxGenerator
-    pytest.importorskip("executorch")
-    from export_executorch.exporter import ExecutorchExporter
-    from export_executorch.generation import ExecutorchGenerator, open_session
-
-    return ExecutorchExporter(), open_session, ExecutorchGenerator
-
-
 def _eager_new_tokens(model, inputs: dict[str, torch.Tensor], budget: int, eos: list[int]) -> list[list[int]]:
     with torch.no_grad():
         out = model.generate(**inputs, max_new_tokens=budget, do_sample=False, use_cache=True)
@@ -66,7 +52,7 @@ def _eager_new_tokens(model, inputs: dict[str, torch.Tensor], budget: int, eos: 
 def test_encoder_decoder_generates_eager_tokens(family: str, backend: str, tmp_path) -> None:
     from export_core.generation import export_with_past
 
-    exporter, open_session, generator_class = _backend(backend)
+    exporter, open_session, generator_class = generation_backend(backend)
     model = build_model(family)
     out = tmp_path / "out"
     result = export_with_past(exporter, model, output=out, open_session=open_session, max_length=MAX_LENGTH)
