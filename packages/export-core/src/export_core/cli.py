@@ -106,6 +106,10 @@ def base_parser(prog: str, description: str, artifact: str) -> argparse.Argument
     p.add_argument("--max-length", type=positive_int, metavar="N",
                    help="-with-past tasks: the longest prompt + generated sequence the graphs "
                         "accept, in tokens (default: the model's position limit, at most 2048)")
+    p.add_argument("--cache-implementation", choices=("dynamic", "static"), default=None,
+                   help="text-generation-with-past: 'dynamic' (default; the cache grows by a token "
+                        "per step) or 'static' (the decode graph holds --max-length positions: a "
+                        "fixed memory plan)")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="print only warnings and errors")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
@@ -492,9 +496,11 @@ def _export(args: argparse.Namespace, model_dir: Path, out_dir: Path,
 
             return export_with_past(exporter, loaded.model, output=out_dir, tokenizer=loaded.tokenizer,
                                     max_length=args.max_length, max_batch=args.max_batch or 4,
-                                    validate=args.validate, task=loaded.task.name)
+                                    validate=args.validate, task=loaded.task.name,
+                                    cache_implementation=args.cache_implementation or "dynamic")
         offending = [name for name, given in (
             ("--max-length", args.max_length is not None),
+            ("--cache-implementation", args.cache_implementation is not None),
             # an ExecuTorch program has a batch bound of its own; an ONNX graph has none
             ("--max-batch", args.max_batch is not None and not hasattr(exporter.config, "max_batch")),
         ) if given]

@@ -17,7 +17,7 @@ import torch.utils._pytree as pytree
 __all__ = ["leaf_names"]
 
 _CACHE_LEAF = re.compile(r"^(?P<root>\w+)(?:\.(?P<half>self_attention_cache|cross_attention_cache))?"
-                         r"\.layers\.(?P<layer>\d+)\.(?P<kind>keys|values)$")
+                         r"\.layers\.(?P<layer>\d+)\.(?P<kind>keys|values|cumulative_length)$")
 _HALF = {"self_attention_cache": "decoder.", "cross_attention_cache": "encoder.", None: ""}
 
 
@@ -43,7 +43,9 @@ def leaf_names(tree: Any, *, prefix: str = "", cache_name: str | None = None) ->
         prefix: prepended to every name (``"output"`` gives ``output.0`` for bare tuples).
         cache_name: rename cache leaves ``<root>.layers.<i>.keys`` to ``<cache_name>.<i>.key``
             (``<root>.self_attention_cache.layers.<i>.keys`` to ``<cache_name>.<i>.decoder.key``,
-            the cross-attention half to ``<cache_name>.<i>.encoder.key``).
+            the cross-attention half to ``<cache_name>.<i>.encoder.key``; a static layer's
+            ``cumulative_length``, its 0-d count of written positions, to
+            ``<cache_name>.<i>.cumulative_length``).
 
     Returns:
         One unique name per leaf.
@@ -53,7 +55,8 @@ def leaf_names(tree: Any, *, prefix: str = "", cache_name: str | None = None) ->
         name = _path_to_name(path)
         m = _CACHE_LEAF.match(name)
         if m and cache_name:
-            name = f"{cache_name}.{m['layer']}.{_HALF[m['half']]}{m['kind'][:-1]}"
+            kind = {"keys": "key", "values": "value"}.get(m["kind"], m["kind"])
+            name = f"{cache_name}.{m['layer']}.{_HALF[m['half']]}{kind}"
         if prefix:
             name = f"{prefix}.{name}" if not name.isdigit() else f"{prefix}_{name}"
         names.append(name)

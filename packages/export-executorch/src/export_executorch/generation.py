@@ -48,7 +48,9 @@ class ExecutorchGraphSession:
         """
         import torch
 
-        values = tuple(torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in self.input_names)
+        # np.asarray keeps a 0-d array 0-d (np.ascontiguousarray makes it 1-d): a static
+        # cache's cumulative_length is a 0-d input
+        values = tuple(torch.from_numpy(np.asarray(feeds[n], order="C")) for n in self.input_names)
         outputs = self.runner(values)
         return {n: o.numpy() for n, o in zip(self.output_names, outputs)}
 

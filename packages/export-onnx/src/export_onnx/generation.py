@@ -42,7 +42,7 @@ class OrtGraphSession:
             RuntimeLoadError: ONNX Runtime failed (an input beyond the graph's shapes).
         """
         try:
-            values = self.session.run(None, {k: np.ascontiguousarray(v) for k, v in feeds.items()})
+            values = self.session.run(None, {k: np.asarray(v, order="C") for k, v in feeds.items()})
         except Exception as e:
             msg = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
             raise RuntimeLoadError(f"ONNX Runtime failed to run the graph: {msg}", stage="runtime") from e

@@ -36,7 +36,7 @@ from .calls import record_generate_calls, record_seq2seq_calls
 from .loop import GenerationLoop, GraphSession
 from .manifest import MANIFEST_NAME, CacheLayout, GenerationManifest, GraphSpec, TokenRules
 from .shapes import (decode_dynamic_shapes, encoder_dynamic_shapes, prefill_dynamic_shapes,
-                     seq2seq_decoder_dynamic_shapes)
+                     seq2seq_decoder_dynamic_shapes, static_decode_dynamic_shapes)
 from .verify import GenerationCheck, compare_with_eager
 
 __all__ = ["WITH_PAST_TASK", "SEQ2SEQ_TASK", "SPEECH_SEQ2SEQ_TASK", "WITH_PAST_TASKS", "GenerativeExport",
@@ -132,12 +132,15 @@ def example_prompt(vocab_size: int, avoid: set[int], *, batch: int = 2, length: 
     return ids, mask
 
 
-def _cache_layout(cache: Any, decode_inputs: list[str], prefill_outputs: list[str]) -> CacheLayout:
+def _cache_layout(cache: Any, decode_inputs: list[str], prefill_outputs: list[str],
+                  static_length: int | None = None) -> CacheLayout:
     feeds = {}
     for name in decode_inputs:
         if name.startswith("past_key_values."):
             produced = "present." + name.removeprefix("past_key_values.")
-            if produced not in prefill_outputs:
+            # a static cache's counters start at the prompt length (the loop sets them)
+            synthesized = static_length is not None and name.endswith(".cumulative_length")
+            if produced not in prefill_outputs and not synthesized:
                 raise ExportError(f"the prefill graph has no output {produced!r} for decode input {name!r}",
                                   stage="capture")
             feeds[name] = produced
@@ -146,7 +149,9 @@ def _cache_layout(cache: Any, decode_inputs: list[str], prefill_outputs: list[st
         layers = cache.self_attention_cache.layers
     kinds = tuple(type(layer).__name__ for layer in layers or ())
     halves = 4 if any(".encoder." in n for n in feeds) else 2
-    return CacheLayout(num_layers=len(kinds) or len(feeds) // halves, feeds=feeds, layer_kinds=kinds)
+    halves += 1 if static_length is not None else 0
+    return CacheLayout(num_layers=len(kinds) or len(feeds) // halves, feeds=feeds, layer_kinds=kinds,
+                       static_length=static_length)
 
 
 def export_with_past(
@@ -161,6 +166,7 @@ def export_with_past(
     validate: bool = True,
     max_new_tokens_checked: int = 64,
     task: str | None = None,
+    cache_implementation: str = "dynamic",
 ) -> GenerativeExport:
     """Export a generative model's graphs for a generate loop: a decoder-only model's prefill
     and decode graphs; an encoder-decoder's encoder, prefill (the decoder's first step, which
@@ -190,13 +196,17 @@ def export_with_past(
         max_new_tokens_checked: new tokens the comparison generates per case (at least).
         task: one of :data:`WITH_PAST_TASKS`; by default the model's own (decoder-only, text
             or speech encoder-decoder).
+        cache_implementation: ``"dynamic"`` (the cache grows by a token per step) or
+            ``"static"`` (a decoder-only model's decode graph takes and returns a cache of
+            ``max_length`` positions, ``transformers``' ``StaticCache``: a fixed memory plan).
 
     Returns:
         A :class:`GenerativeExport`.
 
     Raises:
         InputError: bounds that cannot hold a capture (``max_length`` < 12, ``max_batch`` < 2),
-            or a ``task`` that is not the model's kind.
+            or a ``task`` that is not the model's kind; a static cache for an encoder-decoder or
+            a model with sliding-window layers.
         CaptureError: ``generate()`` fails on the example prompt.
         ExportError: a graph's export failed (its stage), or ``ValidationError`` (stage
             ``generate``): the loop's tokens differ from eager.
@@ -215,6 +225,11 @@ def export_with_past(
         raise InputError(f"task {task!r} does not fit {type(model).__name__}: its generative task is "
                          f"{_task_of(model)!r}")
     task = _task_of(model)
+    if cache_implementation not in ("dynamic", "static"):
+        raise InputError(f"cache_implementation must be 'dynamic' or 'static', got {cache_implementation!r}")
+    if cache_implementation == "static" and (_is_encoder_decoder(model) or sliding_layers(config)):
+        raise InputError(f"a static cache is exported for decoder-only models without sliding-window "
+                         f"layers; {type(model).__name__} is not one (use the dynamic cache)")
     report = ExportReport(task=task, versions=package_versions(*exporter.version_packages))
     model.eval()
     pad, eos_ids, bos = _special_ids(model, tokenizer)
@@ -231,7 +246,8 @@ def export_with_past(
             staging = Path(held.enter_context(tempfile.TemporaryDirectory(prefix="export-gen-")))
         try:
             export_graphs = _export_seq2seq_graphs if _is_encoder_decoder(model) else _export_graphs
-            result = export_graphs(exporter, model, staging, report, open_session=open_session,
+            options = {"cache_implementation": cache_implementation} if export_graphs is _export_graphs else {}
+            result = export_graphs(exporter, model, staging, report, open_session=open_session, **options,
                                     tokenizer=tokenizer, max_length=max_length, max_batch=max_batch,
                                     validate=validate, pad=pad, eos_ids=eos_ids, bos=bos,
                                     max_new_tokens_checked=max_new_tokens_checked,
@@ -271,10 +287,11 @@ def _vocab_size(config: Any) -> int:
 def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report: ExportReport, *,
                    open_session: Callable[[Path, GraphSpec], GraphSession], tokenizer: Any, max_length: int,
                    max_batch: int, validate: bool, pad: int, eos_ids: tuple[int, ...], bos: int | None,
-                   max_new_tokens_checked: int, length_source: str):
+                   max_new_tokens_checked: int, length_source: str, cache_implementation: str = "dynamic"):
     config = model.config
     vocab = _vocab_size(config)
     t0 = time.perf_counter()
+    static = cache_implementation == "static"
     # sliding-window layers are recorded and traced as full caches (cache_layers.py); the
     # comparison with eager below runs outside, on the model's own sliding cache
     with full_sliding_layers() as full_sliding:
@@ -283,12 +300,20 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
             record_generate_calls(model, *example_prompt(vocab, avoid, batch=b, length=n, padding=p,
                                                          pad_token_id=pad, seed=seed),
                                   pad_token_id=pad, eos_token_id=list(eos_ids) or None)
-            # the capture's batch (2 x 10, one row padded), then the validation sets: batch 1
-            # and a larger padded batch at other prompt lengths, as generate() calls the graphs
-            # (generate passes no attention_mask for an unpadded batch of 1: the row gets one pad)
-            for b, n, p, seed in ((2, 10, 3, 0), (1, 6, 1, 1),
-                                  (min(3, max_batch), min(13, max_length - 2), 4, 2))
+            for b, n, p, seed in _PROMPTS(max_batch, max_length)
         ]
+        if static:
+            # the decode steps again, on a StaticCache of max_length positions (the prefill
+            # graph is the dynamic one: the loop copies its presents into the static buffers)
+            from transformers.cache_utils import StaticCache
+
+            static_calls = [
+                record_generate_calls(model, *example_prompt(vocab, avoid, batch=b, length=n, padding=p,
+                                                             pad_token_id=pad, seed=seed),
+                                      pad_token_id=pad, eos_token_id=list(eos_ids) or None,
+                                      past_key_values=StaticCache(config=config, max_cache_len=max_length))
+                for b, n, p, seed in _PROMPTS(max_batch, max_length)
+            ]
         report.stages.append({"name": "record_generate", "seconds": round(time.perf_counter() - t0, 3)})
         # a range whose maximum is the capture's batch of 2 pins the axis at 2 (torch.export's
         # lower bound of a backed size is 2): the graphs admit at least 3; the loop enforces max_batch
@@ -303,10 +328,17 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
                                              max_batch=graph_batch, max_length=max_length),
                        constant, [c.decode for c in others]),
         ]
+        if static:
+            first, *rest = static_calls
+            plans[1] = _GraphPlan("decode", model, first.decode,
+                                  static_decode_dynamic_shapes(first.decode, cache_argument=first.cache_argument,
+                                                               max_batch=graph_batch),
+                                  constant, [c.decode for c in rest])
         graphs, specs = _export_roles(exporter, plans, staging, report, max_batch=graph_batch,
                                       max_seq=max_length, validate=validate, task=WITH_PAST_TASK)
-    cache = _cache_layout(calls.decode[calls.cache_argument], list(specs["decode"].inputs),
-                          list(specs["prefill"].outputs))
+    decode_calls = static_calls[0] if static else calls
+    cache = _cache_layout(decode_calls.decode[decode_calls.cache_argument], list(specs["decode"].inputs),
+                          list(specs["prefill"].outputs), static_length=max_length if static else None)
     manifest = GenerationManifest(
         task=WITH_PAST_TASK, architecture=type(model).__name__,
         backend=exporter.backend.split(".")[0],  # "executorch.xnnpack": the runtime is executorch
@@ -318,9 +350,18 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
                "sliding_layers_cached_in_full": sliding_layers(config) if full_sliding else []},
     )
     report.extra["bounds"] = {"batch": [1, max_batch], "sequence": [1, max_length], "source": length_source}
+    report.extra["cache_implementation"] = cache_implementation
     return _finish(model, manifest, graphs, staging, report, tokenizer=tokenizer, open_session=open_session,
                    validate=validate, vocab=vocab, avoid={pad, *eos_ids},
                    max_new_tokens_checked=max_new_tokens_checked)
+
+
+def _PROMPTS(max_batch: int, max_length: int) -> tuple[tuple[int, int, int, int], ...]:  # noqa: N802
+    """``(batch, length, left padding, seed)`` of the recorded prompts: the capture's batch (2 x
+    10, one row padded), then the validation sets: batch 1 and a larger padded batch at other
+    prompt lengths, as generate() calls the graphs (generate passes no attention_mask for an
+    unpadded batch of 1: the row gets one pad)."""
+    return ((2, 10, 3, 0), (1, 6, 1, 1), (min(3, max_batch), min(13, max_length - 2), 4, 2))
 
 
 def _plain(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -109,6 +109,29 @@ def _positions(mask: np.ndarray) -> np.ndarray:
     return np.where(mask == 0, 1, pos).astype(np.int64)
 
 
+def _static_buffers(prefill_out: dict[str, np.ndarray], length: int, written: int) -> dict[str, np.ndarray]:
+    """The prefill's ``present.<i>.key|value`` ``(batch, kv_heads, written, head_dim)`` copied
+    into zero buffers of the static cache's ``length``, and each layer's ``cumulative_length``
+    (0-d int64) set to ``written``."""
+    out = dict(prefill_out)
+    for name, value in prefill_out.items():
+        if name.startswith("present.") and np.ndim(value) == 4:
+            buffer = np.zeros(value.shape[:2] + (length,) + value.shape[3:], dtype=value.dtype)
+            buffer[:, :, :written] = value
+            out[name] = buffer
+            layer = name.split(".")[1]
+            out[f"present.{layer}.cumulative_length"] = np.asarray(written, dtype=np.int64)
+    return out
+
+
+def _static_mask(mask: np.ndarray, length: int) -> np.ndarray:
+    """A decode step's 4-D boolean mask ``(batch, 1, 1, length)`` over the static cache's slots:
+    the 2-D ``(batch, written + 1)`` mask, then unwritten slots masked, as ``generate`` builds it."""
+    full = np.zeros((mask.shape[0], length), dtype=bool)
+    full[:, :mask.shape[1]] = mask.astype(bool)
+    return full[:, None, None, :]
+
+
 class GenerationLoop:
     """Greedy or sampled generation from a prefill and a decode graph.
 
@@ -288,6 +311,10 @@ class GenerationLoop:
                 mask = np.concatenate([mask, np.ones((mask.shape[0], 1), dtype=np.int64)], axis=1)
                 positions = (positions[:, -1:] + 1).astype(np.int64)
                 values = {"input_ids": tokens[:, None], "attention_mask": mask, "position_ids": positions}
+            if m.cache.static_length is not None:
+                if step == 0:
+                    out = _static_buffers(out, m.cache.static_length, mask.shape[1] - 1)
+                values["attention_mask"] = _static_mask(mask, m.cache.static_length)
             for feed, produced in m.cache.feeds.items():
                 values[feed] = out[produced]
             out = self.decode.run(self._feeds(self.decode, values))

@@ -58,13 +58,20 @@ class CacheLayout:
         axes: the axis names of a cache tensor, ``("batch", "kv_heads", "past_sequence",
             "head_dim")``.
         layer_kinds: per layer, the ``transformers`` cache layer class (``DynamicLayer``,
-            ``DynamicSlidingWindowLayer``).
+            ``DynamicSlidingWindowLayer``, ``StaticLayer``).
+        static_length: a static cache's fixed length (``max_cache_len``; ``None``: the cache
+            grows by a token per step). The decode graph then takes and returns
+            ``(batch, kv_heads, static_length, head_dim)`` tensors and each layer's
+            ``cumulative_length`` (0-d int64, the positions written), and a 4-D boolean
+            ``attention_mask`` ``(batch, 1, 1, static_length)``; the loop copies the prefill's
+            ``present`` tensors into zero buffers of that length.
     """
 
     num_layers: int
     feeds: dict[str, str]
     axes: tuple[str, ...] = ("batch", "kv_heads", "past_sequence", "head_dim")
     layer_kinds: tuple[str, ...] = ()
+    static_length: int | None = None
 
 
 @dataclass(frozen=True)
@@ -205,7 +212,7 @@ def read_manifest(directory: str | Path) -> GenerationManifest:
                   for role, g in data["graphs"].items()}
         c = data["cache"]
         cache = CacheLayout(int(c["num_layers"]), dict(c["feeds"]), tuple(c["axes"]),
-                            tuple(c.get("layer_kinds", ())))
+                            tuple(c.get("layer_kinds", ())), c.get("static_length"))
         manifest = GenerationManifest(
             task=data["task"], architecture=data["architecture"], backend=data["backend"],
             graphs=graphs, cache=cache, max_length=int(data["max_length"]),

@@ -16,7 +16,7 @@ from ..dynamic_shapes import spec_tree
 from ..pytree import register_pytree_nodes
 
 __all__ = ["prefill_dynamic_shapes", "decode_dynamic_shapes", "encoder_dynamic_shapes",
-           "seq2seq_decoder_dynamic_shapes"]
+           "seq2seq_decoder_dynamic_shapes", "static_decode_dynamic_shapes"]
 
 
 def prefill_dynamic_shapes(inputs: dict[str, Any], *, max_batch: int, max_length: int) -> dict[str, Any]:
@@ -100,3 +100,17 @@ def seq2seq_decoder_dynamic_shapes(inputs: dict[str, Any], *, cache_argument: st
         else:
             out[k] = spec_tree(v, on_source)
     return out
+
+
+def static_decode_dynamic_shapes(inputs: dict[str, Any], *, cache_argument: str, max_batch: int) -> dict[str, Any]:
+    """A decode step over a static cache: only the batch (axis 0) varies, in ``[1, max_batch]``;
+    the cache's ``(batch, kv_heads, max_cache_len, head_dim)`` tensors and the 4-D mask
+    ``(batch, 1, 1, max_cache_len)`` keep their length, a layer's 0-d ``cumulative_length`` is
+    static."""
+    register_pytree_nodes()
+    batch = Dim.AUTO(min=1, max=max_batch)
+
+    def leaf(t: torch.Tensor) -> dict[int, Any] | None:
+        return {0: batch} if t.dim() >= 1 else None
+
+    return {k: spec_tree(v, leaf) for k, v in inputs.items()}

@@ -15,14 +15,16 @@ Modules, one concern each:
 - :mod:`.vision_position_ids`: vision rotary position ids without a loop over ``grid_thw``.
 - :mod:`.all_true_check`: ``aten._is_all_true`` (tensor checks) rewritten in Core ATen ops at
   capture.
+- :mod:`.static_cache`: a static cache layer updated out of place (no input mutation).
 - :mod:`.moe_experts`: mixture-of-experts layers through the ``batched_mm`` experts
   implementation (no ``histc``, no ``grouped_mm_fallback`` custom op, no data-dependent loop).
 """
 
 from __future__ import annotations
 
-from . import all_true_check, moe_experts, packed_vision_attention, vision_position_ids, vision_window_index
+from . import (all_true_check, moe_experts, packed_vision_attention, static_cache, vision_position_ids,
+               vision_window_index)
 
 __all__ = [
     "all_true_check",
-    "moe_experts", "packed_vision_attention", "vision_position_ids", "vision_window_index"]
+    "moe_experts", "packed_vision_attention", "static_cache", "vision_position_ids", "vision_window_index"]
