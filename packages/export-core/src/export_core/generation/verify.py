@@ -113,24 +113,20 @@ def _is_tie(scores: torch.Tensor) -> bool:
     return float(top[0] - top[1]) <= TIE_TOLERANCE * max(1.0, abs(float(top[0])))
 
 
-def _case_inputs(loop: GenerationLoop, case: GenerationCase, prompts: list[list[int]],
+def _case_inputs(loop: GenerationLoop, prompts: list[list[int]],
                  seed: int) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """The eager ``generate`` inputs of a case and the loop's arguments for the same case."""
     from .loop import left_pad, right_pad
 
     m = loop.manifest
-    if not m.is_encoder_decoder:
-        ids, mask = left_pad(prompts, m.pad_token_id)
-        return ({"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)},
-                {"prompts": prompts})
     if "input_features" in m.encoder_inputs:
         # features of the export's fixed length, one random set per row
-        spec = m.max_source_length or 0
+        frames = m.max_source_length or 0
         bins = int(m.extra.get("num_mel_bins", 0))
-        g = np.random.default_rng(seed)
-        features = g.standard_normal((len(prompts), bins, spec)).astype(np.float32)
+        features = np.random.default_rng(seed).standard_normal((len(prompts), bins, frames)).astype(np.float32)
         return {"input_features": torch.from_numpy(features)}, {"encoder_inputs": {"input_features": features}}
-    ids, mask = right_pad(prompts, m.pad_token_id)
+    # a decoder-only prompt is left-padded, an encoder's source right-padded
+    ids, mask = (right_pad if m.is_encoder_decoder else left_pad)(prompts, m.pad_token_id)
     return ({"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)},
             {"prompts": prompts})
 
@@ -156,7 +152,7 @@ def compare_with_eager(model: torch.nn.Module, loop: GenerationLoop, *, vocab: i
     results = []
     for n, case in enumerate(cases):
         prompts = _prompts(case.prompt_lengths, vocab, avoid, seed + n)
-        eager_inputs, loop_inputs = _case_inputs(loop, case, prompts, seed + n)
+        eager_inputs, loop_inputs = _case_inputs(loop, prompts, seed + n)
         budget = case.max_new_tokens
         with torch.no_grad():
             eager = model.generate(**eager_inputs, max_new_tokens=budget, min_new_tokens=budget,
