@@ -36,7 +36,6 @@ def _eager_text(model_dir, prompt: str, new_tokens: int) -> str:
 def test_static_cache_through_the_cli_generates_eager_text(tmp_path, capsys):
     pytest.importorskip("onnxruntime")
     import onnx
-
     from export_onnx.cli import main
 
     model_dir = write_tiny_llama(tmp_path / "llama", max_positions=MAX_LENGTH)

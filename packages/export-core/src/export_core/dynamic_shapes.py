@@ -7,7 +7,6 @@ sizes >= 2 on every axis meant to be dynamic; ranges then admit 1 (batch 1, one 
 from __future__ import annotations
 
 import collections
-
 from dataclasses import dataclass
 from typing import Any
 

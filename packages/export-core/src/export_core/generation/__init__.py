@@ -7,7 +7,14 @@ torch nor the model; the export side (:mod:`.calls`, :mod:`.shapes`, :mod:`.expo
 
 from typing import TYPE_CHECKING, Any
 
-from .loop import GenerationLoop, GenerationOutput, GenerationStep, GraphSession, left_pad, right_pad
+from .loop import (
+    GenerationLoop,
+    GenerationOutput,
+    GenerationStep,
+    GraphSession,
+    left_pad,
+    right_pad,
+)
 from .manifest import (
     MANIFEST_NAME,
     CacheLayout,

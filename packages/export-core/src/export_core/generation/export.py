@@ -35,8 +35,13 @@ from .cache_layers import full_sliding_layers, sliding_layers
 from .calls import record_generate_calls, record_seq2seq_calls
 from .loop import GenerationLoop, GraphSession
 from .manifest import MANIFEST_NAME, CacheLayout, GenerationManifest, GraphSpec, TokenRules
-from .shapes import (decode_dynamic_shapes, encoder_dynamic_shapes, prefill_dynamic_shapes,
-                     seq2seq_decoder_dynamic_shapes, static_decode_dynamic_shapes)
+from .shapes import (
+    decode_dynamic_shapes,
+    encoder_dynamic_shapes,
+    prefill_dynamic_shapes,
+    seq2seq_decoder_dynamic_shapes,
+    static_decode_dynamic_shapes,
+)
 from .verify import GenerationCheck, compare_with_eager
 
 __all__ = ["WITH_PAST_TASK", "SEQ2SEQ_TASK", "SPEECH_SEQ2SEQ_TASK", "WITH_PAST_TASKS", "GenerativeExport",

@@ -22,8 +22,14 @@ Modules, one concern each:
 
 from __future__ import annotations
 
-from . import (all_true_check, moe_experts, packed_vision_attention, static_cache, vision_position_ids,
-               vision_window_index)
+from . import (
+               all_true_check,
+               moe_experts,
+               packed_vision_attention,
+               static_cache,
+               vision_position_ids,
+               vision_window_index,
+)
 
 __all__ = [
     "all_true_check",

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from export_sweep.sweep.backends import ALL_BACKENDS, BACKEND_TABLE, BACKENDS
+from export_sweep.sweep.backends import ALL_BACKENDS, BACKEND_TABLE
 from export_sweep.sweep.run import totals
 
 __all__ = [
