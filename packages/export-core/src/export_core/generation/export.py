@@ -301,24 +301,23 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
     # comparison with eager below runs outside, on the model's own sliding cache
     with full_sliding_layers() as full_sliding:
         avoid = {pad, *eos_ids, *([bos] if bos is not None else [])}
-        calls, *others = [
-            record_generate_calls(model, *example_prompt(vocab, avoid, batch=b, length=n, padding=p,
-                                                         pad_token_id=pad, seed=seed),
-                                  pad_token_id=pad, eos_token_id=list(eos_ids) or None)
-            for b, n, p, seed in _PROMPTS(max_batch, max_length)
-        ]
+
+        def record(new_cache: Callable[[], Any] | None = None) -> list[Any]:
+            """The generate calls of each recorded prompt (each on a fresh cache of
+            ``new_cache()``, else the model's own)."""
+            return [record_generate_calls(model, *example_prompt(vocab, avoid, batch=b, length=n, padding=p,
+                                                                 pad_token_id=pad, seed=seed),
+                                          pad_token_id=pad, eos_token_id=list(eos_ids) or None,
+                                          **({"past_key_values": new_cache()} if new_cache else {}))
+                    for b, n, p, seed in _recorded_prompts(max_batch, max_length)]
+
+        calls, *others = record()
         if static:
             # the decode steps again, on a StaticCache of max_length positions (the prefill
             # graph is the dynamic one: the loop copies its presents into the static buffers)
             from transformers.cache_utils import StaticCache
 
-            static_calls = [
-                record_generate_calls(model, *example_prompt(vocab, avoid, batch=b, length=n, padding=p,
-                                                             pad_token_id=pad, seed=seed),
-                                      pad_token_id=pad, eos_token_id=list(eos_ids) or None,
-                                      past_key_values=StaticCache(config=config, max_cache_len=max_length))
-                for b, n, p, seed in _PROMPTS(max_batch, max_length)
-            ]
+            static_calls = record(lambda: StaticCache(config=config, max_cache_len=max_length))
         report.stages.append({"name": "record_generate", "seconds": round(time.perf_counter() - t0, 3)})
         # a range whose maximum is the capture's batch of 2 pins the axis at 2 (torch.export's
         # lower bound of a backed size is 2): the graphs admit at least 3; the loop enforces max_batch
@@ -361,7 +360,7 @@ def _export_graphs(exporter: Any, model: torch.nn.Module, staging: Path, report:
                    max_new_tokens_checked=max_new_tokens_checked)
 
 
-def _PROMPTS(max_batch: int, max_length: int) -> tuple[tuple[int, int, int, int], ...]:  # noqa: N802
+def _recorded_prompts(max_batch: int, max_length: int) -> tuple[tuple[int, int, int, int], ...]:
     """``(batch, length, left padding, seed)`` of the recorded prompts: the capture's batch (2 x
     10, one row padded), then the validation sets: batch 1 and a larger padded batch at other
     prompt lengths, as generate() calls the graphs (generate passes no attention_mask for an
