@@ -7,7 +7,8 @@ Usage::
     export-sweep --families bert vit --backend onnx --out results.json
     export-sweep --all --out sweep-results.json --redo bounds timeout   # re-measure those
     export-sweep --subset ci --out results.json --ray auto              # as Ray tasks
-    export-sweep coverage results.json -o COVERAGE.md
+    export-sweep --all --mode generate --backend onnx --out generate-results.json
+    export-sweep coverage results.json --generate generate-results.json -o COVERAGE.md
     export-sweep check COVERAGE.md [--families bert vit | --subset ci] [--backend onnx]
                  [--results fresh.json]
     export-sweep zoo build --all -j 2 --out zoo-results.json            # = python -m export_sweep.zoo
@@ -16,7 +17,9 @@ Usage::
 A sweep run is resumable: ``(type, backend)`` pairs already in ``--out`` are skipped, except
 those whose recorded failure stopped at a stage (or whose status is) given to ``--redo``. Each
 model type is one job (built once, exported to each backend) with a deadline of ``--timeout``
-per backend. SIGTERM or Ctrl-C stops the workers and keeps every result recorded so far.
+per backend. ``--mode generate`` sweeps the types with a generative head instead: each exports
+its prefill and decode graphs with the cache and must generate eager ``generate()``'s greedy
+tokens (:mod:`export_sweep.sweep.generate`). SIGTERM or Ctrl-C stops the workers and keeps every result recorded so far.
 ``check`` runs a fresh sweep of the families in the committed table (or those given;
 ``--results`` compares an existing results file instead) and exits 1, printing the differences,
 when statuses disagree.
@@ -63,6 +66,10 @@ def _add_worker_options(
     )
 
 
+_TIMEOUT_S = {"export": 180.0, "generate": 600.0}
+"""Default ``--timeout`` per backend of each sweep mode, in seconds."""
+
+
 def _add_run_options(p: argparse.ArgumentParser, *, out_default: str | None) -> None:
     from export_sweep.sweep.backends import ALL_BACKENDS, BACKENDS
 
@@ -73,6 +80,7 @@ def _add_run_options(p: argparse.ArgumentParser, *, out_default: str | None) -> 
         help=f"backend to export to; all (default): {', '.join(BACKENDS)}",
     )
     _add_worker_options(p, out_default=out_default, timeout_s=180.0, memory_mb=4096, what="export")
+    p.set_defaults(timeout=None)
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument(
         "--ray", metavar="ADDRESS",
@@ -122,7 +130,14 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument(
         "--all", action="store_true", help="every base model type of the installed transformers"
     )
-    _add_run_options(r, out_default="sweep-results.json")
+    _add_run_options(r, out_default=None)
+    r.add_argument(
+        "--mode", choices=tuple(_TIMEOUT_S), default="export",
+        help="export (default): the cache-less export of every type, validated at two shapes "
+        "(results in sweep-results.json); generate: the types with a generative head, exported "
+        "with their cache and checked by generation (generate-results.json; --timeout default "
+        f"{_TIMEOUT_S['generate']:.0f} s)",
+    )
     r.add_argument(
         "--redo", nargs="+", default=(), metavar="STAGE",
         help="also re-run recorded pairs that stopped at these stages or have these statuses "
@@ -132,6 +147,8 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("coverage", help="write COVERAGE.md from a results file")
     c.add_argument("results", help="results JSON of a sweep")
     c.add_argument("-o", "--output", default="COVERAGE.md", help="Markdown file to write")
+    c.add_argument("--generate", metavar="RESULTS",
+                   help="results JSON of a generate-mode sweep: adds the generation section")
 
     k = sub.add_parser("check", help="fail when a fresh sweep disagrees with COVERAGE.md")
     k.add_argument("coverage", help="the committed COVERAGE.md")
@@ -194,18 +211,25 @@ def _print_totals(data: dict, types: list[str], backends: tuple[str, ...]) -> No
 
 
 def _sweep(args: argparse.Namespace, types: list[str], out: str) -> dict:
-    from export_sweep.sweep.run import run_sweep
+    from export_sweep.sweep.run import JOB_TARGET, run_sweep
 
+    mode = getattr(args, "mode", "export")
+    target = JOB_TARGET
+    if mode == "generate":
+        from export_sweep.sweep.generate import GENERATE_TARGET
+
+        target = GENERATE_TARGET
     return run_sweep(
         types,
         out,
         backends=_backends(args.backend),
         workers=args.jobs,
         memory_mb=args.memory_mb,
-        timeout_s=args.timeout,
+        timeout_s=args.timeout if args.timeout is not None else _TIMEOUT_S[mode],
         progress=not args.quiet,
         redo_stages=tuple(getattr(args, "redo", ()) or ()),
         ray_address=args.ray,
+        job_target=target,
     )
 
 
@@ -218,7 +242,15 @@ def _run(args: argparse.Namespace) -> int:
         types = base_model_types()
     else:
         types = list(args.families)
-    data = _sweep(args, types, args.out)
+    if args.mode == "generate":
+        from export_sweep.sweep.generate import generative_types
+
+        given, types = types, generative_types(types)
+        if not types:
+            raise SweepError(f"none of {', '.join(given[:5])}{' ...' if len(given) > 5 else ''} "
+                             "has a generative head (causal LM, seq2seq LM or speech seq2seq)")
+    out = args.out or f"{'generate' if args.mode == 'generate' else 'sweep'}-results.json"
+    data = _sweep(args, types, out)
     _print_totals(data, types, _backends(args.backend))
     return 0
 
@@ -229,7 +261,13 @@ def _coverage(args: argparse.Namespace) -> int:
     from export_sweep.zoo.catalog import base_model_types
 
     data = load_results(args.results)
-    Path(args.output).write_text(coverage_markdown(data, all_types=base_model_types()))
+    generation = None
+    if args.generate:
+        if not Path(args.generate).is_file():
+            raise SweepError(f"--generate: no results file {args.generate}")
+        generation = load_results(args.generate)
+    text = coverage_markdown(data, all_types=base_model_types(), generation=generation)
+    Path(args.output).write_text(text)
     print(f"wrote {args.output} ({len(data['results'])} model types)", file=sys.stderr)
     return 0
 

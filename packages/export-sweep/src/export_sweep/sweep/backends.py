@@ -62,6 +62,9 @@ class Backend:
             result too, e.g. ``"optimize": False``).
         default: swept when no backend is named (``--backend all``); a backend that is not
             is swept only when named, until a full sweep has measured it.
+        exporter: the exporter class of ``module`` (``"OnnxExporter"``), built by
+            :meth:`make_exporter` for the exports that take an exporter (generation).
+        config: its config class (``"OnnxConfig"``); :attr:`options` are its fields.
     """
 
     name: str
@@ -71,6 +74,8 @@ class Backend:
     function: str = "export"
     options: BackendOptions = _no_options
     default: bool = True
+    exporter: str = ""
+    config: str = ""
 
     def export_function(self) -> Callable[..., Any]:
         """Import :attr:`module` and return its export function.
@@ -79,6 +84,17 @@ class Backend:
             ImportError: the backend package is not installed (or fails to import).
         """
         return getattr(importlib.import_module(self.module), self.function)
+
+    def make_exporter(self, options: dict[str, Any]) -> Any:
+        """Import :attr:`module` and build its exporter, configured with ``options`` (the
+        :attr:`options` of a model class) and dynamic shapes.
+
+        Raises:
+            ImportError: the backend package is not installed (or fails to import).
+        """
+        module = importlib.import_module(self.module)
+        config = getattr(module, self.config)(dynamic=True, **options)
+        return getattr(module, self.exporter)(config)
 
     @staticmethod
     def accepts_capture(function: Callable[..., Any]) -> bool:
@@ -92,10 +108,13 @@ class Backend:
 
 
 BACKEND_TABLE: tuple[Backend, ...] = (
-    Backend("onnx", "ONNX", "export_onnx", "export-onnx", options=_onnx_options),
-    Backend("executorch", "ExecuTorch", "export_executorch", "export-executorch"),
+    Backend("onnx", "ONNX", "export_onnx", "export-onnx", options=_onnx_options,
+            exporter="OnnxExporter", config="OnnxConfig"),
+    Backend("executorch", "ExecuTorch", "export_executorch", "export-executorch",
+            exporter="ExecutorchExporter", config="ExecutorchConfig"),
     Backend("executorch-portable", "ExecuTorch portable", "export_executorch",
-            "export-executorch", options=_portable_options, default=False),
+            "export-executorch", options=_portable_options, default=False,
+            exporter="ExecutorchExporter", config="ExecutorchConfig"),
 )
 """Every backend the sweep knows, in report order. ``executorch`` is ExecuTorch with the
 XNNPACK delegate; ``executorch-portable`` the same program on portable kernels only."""

@@ -16,6 +16,7 @@ from export_sweep.sweep.backends import ALL_BACKENDS, BACKEND_TABLE
 from export_sweep.sweep.run import totals
 
 __all__ = [
+    "GENERATION_HEADING",
     "TABLE_HEADING",
     "compare",
     "coverage_markdown",
@@ -56,6 +57,16 @@ def _by_count(counts: Counter[str]) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def _status_cells(r: dict[str, Any] | None) -> list[str]:
+    """A backend record's ``[status, reason]`` cells (``["—", ""]`` when not measured)."""
+    if r is None:
+        return ["—", ""]
+    reason = r.get("skip_reason") or r.get("error") or ""
+    if r.get("stage") and r["status"] != "pass" and reason:
+        reason = f"{r['stage']}: {reason}"
+    return [r["status"], reason]
+
+
 def _rate(n: int, of: int) -> str:
     return f"{n} ({100.0 * n / of:.0f}%)" if of else str(n)
 
@@ -74,6 +85,7 @@ def coverage_markdown(
     *,
     title: str = "Export coverage",
     all_types: Sequence[str] | None = None,
+    generation: dict[str, Any] | None = None,
 ) -> str:
     """Render a sweep results file as COVERAGE.md.
 
@@ -82,6 +94,8 @@ def coverage_markdown(
         title: the document title.
         all_types: every model type the sweep covers; when some have no record yet, the document
             says how many were measured and lists the others as not measured.
+        generation: the results data of a ``--mode generate`` sweep
+            (:mod:`~export_sweep.sweep.generate`); adds the generation section.
 
     Returns:
         The Markdown text.
@@ -164,6 +178,8 @@ def coverage_markdown(
         for reason, n in _by_count(reasons)[:_TOP_REASONS]:
             lines.append(f"| {_LABEL.get(b, b)} | {n} | {_cell(reason)} |")
     lines += _workaround_lines(results, backends)
+    if generation is not None:
+        lines += _generation_lines(generation)
     lines += ["", TABLE_HEADING, ""]
     head = ["model type", "class", "modality"]
     for b in backends:
@@ -173,18 +189,70 @@ def coverage_markdown(
         rec = results[t]
         row = [t, rec.get("class_name", ""), rec.get("modality", "")]
         for b in backends:
-            r = rec.get("backends", {}).get(b)
-            if r is None:
-                row += ["—", ""]
-                continue
-            reason = r.get("skip_reason") or r.get("error") or ""
-            if r.get("stage") and r["status"] != "pass" and reason:
-                reason = f"{r['stage']}: {reason}"
-            row += [r["status"], reason]
+            row += _status_cells(rec.get("backends", {}).get(b))
         lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
     if missing:
         lines += ["", "## Not yet measured", "", ", ".join(f"`{t}`" for t in sorted(missing))]
     return "\n".join(lines) + "\n"
+
+
+GENERATION_HEADING = "## Generation"
+"""Heading of the generation section (a ``--mode generate`` sweep)."""
+
+
+def _generation_lines(generation: dict[str, Any]) -> list[str]:
+    """The generation section: totals per backend, failures by stage, one row per type."""
+    results: dict[str, Any] = generation.get("results", {})
+    backends = _backends_of(results)
+    built = [t for t, rec in results.items() if rec.get("build", {}).get("status") != "fail"]
+    lengths = sorted({r["max_length"] for rec in results.values()
+                      for r in rec.get("backends", {}).values() if r.get("max_length")})
+    length = f"{lengths[0]}-{lengths[-1]}" if len(lengths) > 1 else (str(lengths[0]) if lengths else "?")
+    lines = [
+        "",
+        GENERATION_HEADING,
+        "",
+        f"Measured by `export-sweep --mode generate` over the {len(results)} model types with a "
+        "generative head (causal LM, sequence-to-sequence LM or speech sequence-to-sequence in "
+        f"`transformers`' auto mappings), {len(built)} of them built with that head. Each is "
+        "exported as `export-onnx DIR --task text-generation-with-past` (or the encoder-decoder "
+        "task) exports it: prefill and decode graphs (encoder-decoders: encoder, prefill, "
+        "decode) with the cache, each validated against eager, then greedy generation from the "
+        "saved graphs is compared token for token with eager `generate()` at batch 1, at a "
+        "left-padded batch of 2 and up to the maximum length "
+        f"({length} tokens: the position limit, at most 256). A pass means every token matched "
+        "(a top-2 tie within float tolerance may end a row early; the ties are counted in the "
+        "results file). `—`: not measured on that backend yet.",
+        "",
+        "| backend | measured | pass | fail | not measured |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for b in backends:
+        recs = [rec.get("backends", {}).get(b) for t, rec in results.items() if t in built]
+        done = [r for r in recs if r is not None]
+        ok = sum(r["status"] in ("pass", "xpass") for r in done)
+        lines.append(f"| {_LABEL.get(b, b)} | {len(done)} | {_rate(ok, len(done))} | "
+                     f"{len(done) - ok} | {len(recs) - len(done)} |")
+    wall = generation.get("wall_seconds")
+    if wall:
+        lines += ["", f"Generation sweep wall time: {_minutes(wall)} "
+                  f"({generation.get('workers', '?')} workers)."]
+    lines += ["", "| backend | stage | model types |", "| --- | --- | --- |"]
+    for b in backends:
+        stages = Counter(str(r.get("stage") or "unknown") for r in _failures(results, b))
+        for stage, n in _by_count(stages):
+            lines.append(f"| {_LABEL.get(b, b)} | {stage} | {n} |")
+    head = ["model type", "class"]
+    for b in backends:
+        head += [f"{_LABEL.get(b, b)} generate", f"{_LABEL.get(b, b)} reason"]
+    lines += ["", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for t in sorted(results):
+        rec = results[t]
+        row = [t, rec.get("class_name", "")]
+        for b in backends:
+            row += _status_cells(rec.get("backends", {}).get(b))
+        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    return lines
 
 
 def _registered_workarounds() -> list[Any]:
@@ -253,7 +321,9 @@ def parse_coverage(text: str) -> dict[str, dict[str, str]]:
         start = lines.index(TABLE_HEADING)
     except ValueError:
         raise ValueError(f"no {TABLE_HEADING!r} table in the coverage file") from None
-    rows = [ln for ln in lines[start + 1 :] if ln.startswith("|")]
+    body = lines[start + 1 :]
+    end = next((i for i, ln in enumerate(body) if ln.startswith("## ")), len(body))
+    rows = [ln for ln in body[:end] if ln.startswith("|")]
     if len(rows) < 2:
         raise ValueError("the coverage table is empty")
     head = _split_row(rows[0])

@@ -17,7 +17,7 @@ import gc
 import json
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +32,11 @@ __all__ = [
     "SharedCapture",
     "capture_once",
     "export_backend",
+    "ExportOne",
     "export_job",
     "fired_workarounds",
     "load_model",
+    "run_job",
 ]
 
 
@@ -242,29 +244,34 @@ def _shares_capture(backends: Sequence[str]) -> bool:
     return n >= 2
 
 
-def export_job(
+ExportOne = Callable[[LoadedModel, str, "SharedCapture | None"], dict[str, Any]]
+"""``(loaded model, backend, shared capture or None) -> backend record`` of one job kind."""
+
+
+def run_job(
     model_type: str,
-    backends: Sequence[str] = BACKENDS,
+    backends: Sequence[str],
     *,
+    load: Callable[[str], LoadedModel],
+    export_one: ExportOne,
     progress_path: str | os.PathLike[str] | None = None,
-    share_capture: bool = True,
+    share_capture: bool = False,
 ) -> dict[str, Any]:
-    """Build (or load from the zoo cache) one tiny model and export it to each backend.
+    """Build one model type with ``load`` and run ``export_one`` for each backend, keeping a
+    progress file: the frame of every job kind (:func:`export_job`, and
+    :func:`~export_sweep.sweep.generate.generate_job`).
 
     Args:
         model_type: a ``config.model_type`` key.
-        backends: backends to export to, of :data:`~export_sweep.sweep.backends.BACKENDS`.
-        progress_path: a file to keep a :class:`~export_sweep.sweep.checkpoint.JobProgress`
-            in (the running backend and each finished backend's record).
-        share_capture: capture once for the backends that take a shared capture (when two or
-            more do); ``False``: each backend captures the model itself.
+        backends: the backends, in order.
+        load: builds (or loads) the model; any exception is the type's build failure.
+        export_one: one backend's export and check; returns its record.
+        progress_path: a file to keep a :class:`~export_sweep.sweep.checkpoint.JobProgress` in.
+        share_capture: capture once (:func:`capture_once`) for the backends and pass it to
+            ``export_one``, when two or more backends take a shared capture.
 
     Returns:
-        A JSON-able record ``{"model_type", "class_name", "modality", "build": {"status",
-        "error", "seconds"}, "backends": {backend: {"status", "stage", "error", "seconds",
-        ...}}}`` plus ``"capture": {"status", "error", "seconds", "backends"}`` when the
-        backends shared one capture. A failed build marks every backend ``skip`` with the
-        build error; a failed shared capture is each sharing backend's ``capture`` failure.
+        The type record (see :func:`export_job`).
     """
     from export_sweep.zoo.catalog import model_class_name, model_modality
 
@@ -272,7 +279,7 @@ def export_job(
     rec: dict[str, Any] = {"model_type": model_type, "backends": {}}
     progress = JobProgress(phase="build").write(progress_path)
     try:
-        loaded = load_model(model_type)
+        loaded = load(model_type)
     except Exception as e:  # noqa: BLE001 - a build failure is recorded, not raised
         reason = first_line(e)
         rec.update(
@@ -308,12 +315,50 @@ def export_job(
         progress = progress.with_changes(
             phase="export", running=b, started=round(time.perf_counter() - t_job, 3)
         ).write(progress_path)
-        rec["backends"][b] = export_backend(
-            loaded.model, loaded.inputs, b, class_name=loaded.class_name, capture=shared
-        )
+        rec["backends"][b] = export_one(loaded, b, shared)
         gc.collect()
         progress = progress.with_changes(
             running=None, finished={**progress.finished, b: rec["backends"][b]}
         )
     progress.with_changes(phase="done").write(progress_path)
     return rec
+
+
+def export_job(
+    model_type: str,
+    backends: Sequence[str] = BACKENDS,
+    *,
+    progress_path: str | os.PathLike[str] | None = None,
+    share_capture: bool = True,
+) -> dict[str, Any]:
+    """Build (or load from the zoo cache) one tiny model and export it to each backend.
+
+    Args:
+        model_type: a ``config.model_type`` key.
+        backends: backends to export to, of :data:`~export_sweep.sweep.backends.BACKENDS`.
+        progress_path: a file to keep a :class:`~export_sweep.sweep.checkpoint.JobProgress`
+            in (the running backend and each finished backend's record).
+        share_capture: capture once for the backends that take a shared capture (when two or
+            more do); ``False``: each backend captures the model itself.
+
+    Returns:
+        A JSON-able record ``{"model_type", "class_name", "modality", "build": {"status",
+        "error", "seconds"}, "backends": {backend: {"status", "stage", "error", "seconds",
+        ...}}}`` plus ``"capture": {"status", "error", "seconds", "backends"}`` when the
+        backends shared one capture. A failed build marks every backend ``skip`` with the
+        build error; a failed shared capture is each sharing backend's ``capture`` failure.
+    """
+
+    def export_one(loaded: LoadedModel, backend: str, shared: SharedCapture | None) -> dict[str, Any]:
+        return export_backend(
+            loaded.model, loaded.inputs, backend, class_name=loaded.class_name, capture=shared
+        )
+
+    return run_job(
+        model_type,
+        backends,
+        load=load_model,
+        export_one=export_one,
+        progress_path=progress_path,
+        share_capture=share_capture,
+    )
