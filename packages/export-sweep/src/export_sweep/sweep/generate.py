@@ -72,8 +72,30 @@ def generative_types(model_types: Iterable[str]) -> list[str]:
     return [t for t in dict.fromkeys(model_types) if generative_class(t) is not None]
 
 
+def _generation_ready(config: Any, cls: type) -> None:
+    """Set what ``generate()`` with a cache needs and a real checkpoint of the head carries: the
+    cache on (the zoo turns it off), ``is_decoder`` for a causal-LM head of an encoder family
+    (``BertLMHeadModel`` caches nothing without it), and an encoder-decoder's
+    ``decoder_start_token_id`` (the pad token, as T5's checkpoints have it) when the default
+    config has none."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    for c in (config, *(getattr(config, k) for k in vars(config)
+                        if hasattr(getattr(config, k), "use_cache"))):
+        c.use_cache = True
+    encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
+    if (not encoder_decoder and getattr(config, "is_decoder", None) is False
+            and cls.__name__ in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()):
+        config.is_decoder = True
+    if encoder_decoder and getattr(config, "decoder_start_token_id", None) is None:
+        start = next((v for v in (getattr(config, "pad_token_id", None),
+                                  getattr(config, "bos_token_id", None)) if isinstance(v, int)), 0)
+        config.decoder_start_token_id = start
+
+
 def load_generative(model_type: str) -> LoadedModel:
-    """The zoo's tiny model of ``model_type`` with its generative head, its cache switched on.
+    """The zoo's tiny model of ``model_type`` with its generative head, ready to generate with a
+    cache (:func:`_generation_ready`).
 
     Raises:
         ZooBuildError: the type has no generative head or the model cannot be built.
@@ -85,12 +107,13 @@ def load_generative(model_type: str) -> LoadedModel:
         raise ZooBuildError("class", model_type, "no generative head class in the auto mappings")
     t0 = time.perf_counter()
     # the zoo's inputs are the base model's; generation makes its own prompts
-    tiny = build_tiny_model(model_type, model_class=cls, forward=False)
+    tiny = build_tiny_model(model_type, model_class=cls, forward=False, configure=_generation_ready)
     model = tiny.model
-    # the zoo turns the cache off for the cache-less export; generation needs it
-    for config in (model.config, getattr(model, "generation_config", None)):
-        if config is not None and hasattr(config, "use_cache"):
-            config.use_cache = True
+    gen = getattr(model, "generation_config", None)
+    if gen is not None:
+        gen.use_cache = True
+        if getattr(gen, "decoder_start_token_id", None) is None:
+            gen.decoder_start_token_id = getattr(model.config, "decoder_start_token_id", None)
     return LoadedModel(model, None, tiny.class_name, str(tiny.modality), time.perf_counter() - t0)
 
 

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -277,11 +278,14 @@ def _build_once(
     seed: int,
     max_parameters: int,
     model_class: str | None = None,
+    configure: Callable[[Any, type], None] | None = None,
 ) -> TinyModel:
     config = tiny_config(model_type, targets)
     cls = _model_class(model_type, model_class)
     config = _config_for_class(cls, config)
     _apply_modeling_defaults(config, cls)
+    if configure is not None:
+        configure(config, cls)
     counted = _count_on_meta(cls, config)
     if counted is not None and counted[0] > max_parameters:
         raise ZooBuildError(
@@ -359,6 +363,7 @@ def build_tiny_model(
     max_parameters: int = MAX_PARAMETERS,
     targets: ShrinkTargets | None = None,
     model_class: str | None = None,
+    configure: Callable[[Any, type], None] | None = None,
 ) -> TinyModel:
     """Build a tiny random-weight model of ``model_type`` with example inputs.
 
@@ -374,6 +379,8 @@ def build_tiny_model(
         model_class: the ``transformers`` class to build (a head such as
             ``"ElectraForSequenceClassification"``); ``None``: the catalog's class (the base
             model, or a head class when the type has none).
+        configure: called as ``configure(config, cls)`` on the shrunk config before the model
+            is instantiated, to set what a use of the model needs (the cache, ``is_decoder``).
 
     Returns:
         The model record; ``outputs`` holds the eager outputs when ``forward`` is true.
@@ -393,6 +400,7 @@ def build_tiny_model(
                 seed=seed,
                 max_parameters=max_parameters,
                 model_class=model_class,
+                configure=configure,
             )
         except ZooBuildError as e:
             if first_error is None:
