@@ -21,6 +21,7 @@ __all__ = [
     "compare",
     "coverage_markdown",
     "parse_coverage",
+    "parse_generation",
     "parse_versions",
 ]
 
@@ -303,6 +304,34 @@ def _split_row(line: str) -> list[str]:
     return [c.strip().replace("\\|", "|") for c in cells[1:-1]]
 
 
+def _parse_types_table(text: str, heading: str, suffix: str = "") -> dict[str, dict[str, str]]:
+    """The per-type table (header ``| model type | ...``) of the section under ``heading``:
+    ``{model_type: {backend: status}}``, backends found by their column ``<label><suffix>``."""
+    lines = text.splitlines()
+    try:
+        start = lines.index(heading)
+    except ValueError:
+        raise ValueError(f"no {heading!r} table in the coverage file") from None
+    body = lines[start + 1 :]
+    end = next((i for i, ln in enumerate(body) if ln.startswith("## ")), len(body))
+    body = body[:end]
+    first = next((i for i, ln in enumerate(body) if ln.startswith("| model type |")), None)
+    rows = [] if first is None else [ln for ln in body[first:] if ln.startswith("|")]
+    if len(rows) < 2:
+        raise ValueError(f"the {heading!r} table is empty")
+    head = _split_row(rows[0])
+    columns = {f"{label}{suffix}": name for name, label in _LABEL.items()}
+    columns.update({f"{name}{suffix}": name for name in ALL_BACKENDS})
+    cols = {columns[h]: i for i, h in enumerate(head) if h in columns}
+    out: dict[str, dict[str, str]] = {}
+    for ln in rows[2:]:
+        cells = _split_row(ln)
+        if len(cells) != len(head):
+            continue
+        out[cells[0]] = {b: cells[i] for b, i in cols.items() if cells[i] not in ("—", "")}
+    return out
+
+
 def parse_coverage(text: str) -> dict[str, dict[str, str]]:
     """Read the per-type table of a COVERAGE.md.
 
@@ -316,26 +345,17 @@ def parse_coverage(text: str) -> dict[str, dict[str, str]]:
     Raises:
         ValueError: the text has no model-type table.
     """
-    lines = text.splitlines()
-    try:
-        start = lines.index(TABLE_HEADING)
-    except ValueError:
-        raise ValueError(f"no {TABLE_HEADING!r} table in the coverage file") from None
-    body = lines[start + 1 :]
-    end = next((i for i, ln in enumerate(body) if ln.startswith("## ")), len(body))
-    rows = [ln for ln in body[:end] if ln.startswith("|")]
-    if len(rows) < 2:
-        raise ValueError("the coverage table is empty")
-    head = _split_row(rows[0])
-    by_label = {v: k for k, v in _LABEL.items()}
-    cols = {by_label.get(h, h): i for i, h in enumerate(head) if h in by_label or h in ALL_BACKENDS}
-    out: dict[str, dict[str, str]] = {}
-    for ln in rows[2:]:
-        cells = _split_row(ln)
-        if len(cells) != len(head):
-            continue
-        out[cells[0]] = {b: cells[i] for b, i in cols.items() if cells[i] not in ("—", "")}
-    return out
+    return _parse_types_table(text, TABLE_HEADING)
+
+
+def parse_generation(text: str) -> dict[str, dict[str, str]]:
+    """Read the generation section's per-type table of a COVERAGE.md: ``{model_type: {backend:
+    status}}`` (a ``—`` cell, not measured, is left out).
+
+    Raises:
+        ValueError: the text has no generation section.
+    """
+    return _parse_types_table(text, GENERATION_HEADING, " generate")
 
 
 def parse_versions(text: str) -> dict[str, str]:
