@@ -14,7 +14,8 @@ from pathlib import Path
 
 from export_sweep.results import versions
 from export_sweep.sweep.backends import BACKENDS
-from export_sweep.sweep.coverage import parse_coverage, parse_versions
+from export_sweep.sweep.coverage import parse_coverage, parse_generation, parse_versions
+from export_sweep.sweep.generate import generative_types
 from export_sweep.sweep.run import STATUSES
 from export_sweep.sweep.subsets import SUBSETS
 from export_sweep.zoo.catalog import base_model_types
@@ -51,6 +52,18 @@ def test_every_measured_type_has_both_backends() -> None:
         row = table[model_type]
         assert set(row) == set(BACKENDS), model_type
         assert set(row.values()) <= set(STATUSES), (model_type, row)
+
+
+def test_generation_section_covers_every_generative_type() -> None:
+    """Every base type with a generative head has an ONNX generation status; the generation
+    families (the ``generate`` subset) have one on every backend."""
+    table = parse_generation(COVERAGE.read_text())
+    assert set(table) == set(generative_types(base_model_types()))
+    for model_type, row in table.items():
+        assert "onnx" in row and set(row.values()) <= set(STATUSES), (model_type, row)
+    for model_type in SUBSETS["generate"]:
+        assert set(table[model_type]) == set(BACKENDS), model_type
+        assert set(table[model_type].values()) == {"pass"}, (model_type, table[model_type])
 
 
 def test_ci_subset_covers_built_and_failing_types() -> None:
