@@ -21,10 +21,17 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from export_sweep.errors import first_line
 from export_sweep.sweep.backends import BACKENDS, get_backend
-from export_sweep.sweep.job import LoadedModel, SharedCapture, fired_workarounds, run_job
-from export_sweep.sweep.skips import SkipEntry, applicable_skip
+from export_sweep.sweep.job import (
+    LoadedModel,
+    SharedCapture,
+    backend_record,
+    failure,
+    fired_workarounds,
+    not_installed,
+    run_job,
+)
+from export_sweep.sweep.skips import SkipEntry
 
 __all__ = [
     "GENERATE_MAX_LENGTH",
@@ -150,7 +157,6 @@ def generate_backend(
         (rows a top-2 tie ended) and ``"workarounds"`` (fired in any graph); a failed export's
         stage is that of the graph that failed, ``generate`` when the tokens differ.
     """
-    from export_core.errors import ExportError
     from export_core.generation.export import export_with_past
 
     spec = get_backend(backend)
@@ -158,12 +164,7 @@ def generate_backend(
     try:
         exporter = spec.make_exporter(options)
     except ImportError as e:
-        return {
-            "status": "skip",
-            "stage": "import",
-            "error": f"{spec.distribution} not installed ({first_line(e)})",
-            "seconds": 0.0,
-        }
+        return not_installed(spec, e)
     length = int(max_length or _max_length(model, GENERATE_MAX_LENGTH))
     extra: dict[str, Any] = {"max_length": length, **options}
     t0 = time.perf_counter()
@@ -181,16 +182,10 @@ def generate_backend(
                                 for w in fired_workarounds(getattr(g, "report", {}) or {})}),
         )
         del result
-    except ExportError as e:
-        status, stage, error = "fail", getattr(e, "stage", None) or "export", first_line(e)
     except Exception as e:  # noqa: BLE001 - an exporter bug is a failure of this model
-        status, stage, error = "fail", "internal", first_line(e)
-    seconds = round(time.perf_counter() - t0, 3)
-    entry = applicable_skip(class_name, spec.name, entries=skips)
-    if entry is not None:
-        status = "xpass" if status == "pass" else "xfail"
-        extra["skip_reason"] = entry.reason
-    return {"status": status, "stage": stage, "error": error, "seconds": seconds, **extra}
+        status, stage, error = failure(e)
+    return backend_record(status, stage, error, time.perf_counter() - t0, class_name=class_name,
+                          backend=spec.name, skips=skips, extra=extra)
 
 
 def generate_job(

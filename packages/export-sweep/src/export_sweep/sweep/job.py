@@ -30,12 +30,15 @@ __all__ = [
     "MIN_VALIDATED_SHAPES",
     "LoadedModel",
     "SharedCapture",
+    "backend_record",
     "capture_once",
     "export_backend",
     "ExportOne",
     "export_job",
+    "failure",
     "fired_workarounds",
     "load_model",
+    "not_installed",
     "run_job",
 ]
 
@@ -167,18 +170,12 @@ def export_backend(
         sets compared with eager; fewer than :data:`MIN_VALIDATED_SHAPES` is a failure) and
         ``"workarounds"`` (:func:`fired_workarounds`).
     """
-    from export_core.errors import ExportError
 
     spec = get_backend(backend)
     try:
         export = spec.export_function()
     except Exception as e:  # noqa: BLE001 - any import failure means "not installed" here
-        return {
-            "status": "skip",
-            "stage": "import",
-            "error": f"{spec.distribution} not installed ({first_line(e)})",
-            "seconds": 0.0,
-        }
+        return not_installed(spec, e)
     options = spec.options(class_name, optimize_off)
     kwargs: dict[str, Any] = {"dynamic": True, "validate": True, **options}
     if inputs.second is not None:
@@ -206,16 +203,62 @@ def export_backend(
                 error = (f"OneShapeValidation: validated at {extra['validated_shapes']} input "
                          f"shape(s); a pass needs {MIN_VALIDATED_SHAPES} of different sizes")
             del result
-        except ExportError as e:
-            status, stage, error = "fail", getattr(e, "stage", "export"), first_line(e)
         except Exception as e:  # noqa: BLE001 - an exporter bug is a failure of this model
-            status, stage, error = "fail", "internal", first_line(e)
-    seconds = round(time.perf_counter() - t0, 3)
-    entry = applicable_skip(class_name, spec.name, entries=skips)
+            status, stage, error = failure(e)
+    return backend_record(status, stage, error, time.perf_counter() - t0, class_name=class_name,
+                          backend=spec.name, skips=skips, extra=extra)
+
+
+def backend_record(
+    status: str,
+    stage: str | None,
+    error: str | None,
+    seconds: float,
+    *,
+    class_name: str,
+    backend: str,
+    skips: Iterable[SkipEntry] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One backend's record ``{"status", "stage", "error", "seconds", **extra}``, with the skip
+    lists applied: a listed class's pass is ``xpass`` and its failure ``xfail``, with the
+    entry's reason as ``skip_reason``.
+
+    Args:
+        status: ``"pass"`` or ``"fail"``.
+        stage: the failed stage, ``None`` on a pass.
+        error: the first line of the error, ``None`` on a pass.
+        seconds: wall time of the export, in seconds.
+        class_name: the model class, looked up in the skip lists.
+        backend: the backend name.
+        skips: ``EXPORT_SKIPS`` override (tests).
+        extra: more fields of the record.
+    """
+    extra = dict(extra or {})
+    entry = applicable_skip(class_name, backend, entries=skips)
     if entry is not None:
         status = "xpass" if status == "pass" else "xfail"
         extra["skip_reason"] = entry.reason
-    return {"status": status, "stage": stage, "error": error, "seconds": seconds, **extra}
+    return {"status": status, "stage": stage, "error": error, "seconds": round(seconds, 3), **extra}
+
+
+def failure(error: BaseException) -> tuple[str, str, str]:
+    """``("fail", stage, first error line)`` of an exception an export raised: an
+    ``ExportError``'s stage, ``internal`` for any other exception (an exporter bug)."""
+    from export_core.errors import ExportError
+
+    stage = (getattr(error, "stage", None) or "export") if isinstance(error, ExportError) else "internal"
+    return "fail", stage, first_line(error)
+
+
+def not_installed(backend: Backend, error: BaseException) -> dict[str, Any]:
+    """The ``skip`` record of a backend whose package does not import."""
+    return {
+        "status": "skip",
+        "stage": "import",
+        "error": f"{backend.distribution} not installed ({first_line(error)})",
+        "seconds": 0.0,
+    }
 
 
 MIN_VALIDATED_SHAPES = 2
