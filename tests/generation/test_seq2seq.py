@@ -99,3 +99,19 @@ def test_encoder_decoder_generates_eager_tokens(family: str, backend: str, tmp_p
         want = _eager_new_tokens(model, {"input_ids": ids, "attention_mask": mask}, 20, eos)
         got = generator.generate(source, max_new_tokens=20)
     assert got.sequences == want
+
+
+def test_a_speech_model_without_whisper_input_layout_is_refused() -> None:
+    import transformers
+    from export_core.errors import InputError
+    from export_core.generation import export_with_past
+
+    exporter, _, _ = generation_backend("onnx")
+    # Speech2Text takes input_features of input_feat_per_channel filterbanks, any frame count
+    config = transformers.Speech2TextConfig(
+        vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, input_feat_per_channel=16,
+        conv_channels=32, max_source_positions=64, max_target_positions=64)
+    model = transformers.Speech2TextForConditionalGeneration(config).eval()
+    with pytest.raises(InputError, match="Whisper's input layout.*Speech2TextConfig has no num_mel_bins"):
+        export_with_past(exporter, model, output=None, max_length=MAX_LENGTH)

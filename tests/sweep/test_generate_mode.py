@@ -45,6 +45,15 @@ def test_generation_ready_models() -> None:
     assert t5.generation_config.use_cache
 
 
+def test_a_tiny_model_that_cannot_generate_in_eager_is_not_built() -> None:
+    from export_sweep.zoo.build import ZooBuildError
+
+    # the shrunk Bamba keeps only Mamba layers: eager generate() has no attention layer to ask
+    # for the cache length; nothing to compare an export with
+    with pytest.raises(ZooBuildError, match=r"\[generate\] bamba: eager generate\(\) fails"):
+        load_generative("bamba")
+
+
 def test_a_model_that_cannot_generate_is_a_failure_with_its_stage() -> None:
     import torch
 

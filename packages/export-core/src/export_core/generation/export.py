@@ -59,6 +59,8 @@ GENERATION_ARTIFACTS = ("encoder", "prefill", "decode", MANIFEST_NAME, "generati
 _POSITION_LIMITS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 _DECODER_LIMITS = ("max_target_positions", *_POSITION_LIMITS)
 _SOURCE_LIMITS = ("max_source_positions", *_POSITION_LIMITS)
+_SPEECH_LAYOUT = ("num_mel_bins", "max_source_positions")
+"""The config fields of a speech encoder-decoder's input layout (Whisper's)."""
 
 
 def _is_encoder_decoder(model: torch.nn.Module) -> bool:
@@ -211,7 +213,8 @@ def export_with_past(
     Raises:
         InputError: bounds that cannot hold a capture (``max_length`` < 12, ``max_batch`` < 2),
             or a ``task`` that is not the model's kind; a static cache for an encoder-decoder or
-            a model with sliding-window layers.
+            a model with sliding-window layers; a speech encoder-decoder whose config lacks
+            Whisper's ``num_mel_bins`` / ``max_source_positions``.
         CaptureError: ``generate()`` fails on the example prompt.
         ExportError: a graph's export failed (its stage), or ``ValidationError`` (stage
             ``generate``): the loop's tokens differ from eager.
@@ -230,6 +233,11 @@ def export_with_past(
         raise InputError(f"task {task!r} does not fit {type(model).__name__}: its generative task is "
                          f"{_task_of(model)!r}")
     task = _task_of(model)
+    missing = [k for k in _SPEECH_LAYOUT if getattr(config, k, None) is None]
+    if task == SPEECH_SEQ2SEQ_TASK and missing:
+        raise InputError(f"{task} is exported for Whisper's input layout, input_features (batch, "
+                         f"num_mel_bins, 2 x max_source_positions); {type(config).__name__} has no "
+                         f"{' or '.join(missing)}")
     if cache_implementation not in ("dynamic", "static"):
         raise InputError(f"cache_implementation must be 'dynamic' or 'static', got {cache_implementation!r}")
     if cache_implementation == "static" and (_is_encoder_decoder(model) or sliding_layers(config)):

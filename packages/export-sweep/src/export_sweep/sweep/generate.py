@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from export_sweep.errors import first_line
 from export_sweep.sweep.backends import BACKENDS, get_backend
 from export_sweep.sweep.job import (
     LoadedModel,
@@ -121,7 +122,39 @@ def load_generative(model_type: str) -> LoadedModel:
         gen.use_cache = True
         if getattr(gen, "decoder_start_token_id", None) is None:
             gen.decoder_start_token_id = getattr(model.config, "decoder_start_token_id", None)
+    _check_eager_generate(model, model_type)
     return LoadedModel(model, None, tiny.class_name, str(tiny.modality), time.perf_counter() - t0)
+
+
+def _check_eager_generate(model: Any, model_type: str) -> None:
+    """Run eager ``generate()`` for 2 tokens on a left-padded batch of 2 random 6-token prompts
+    (a model whose main input is token ids; a speech model's features are the exporter's to
+    make): a tiny model that cannot generate in eager has no tokens to compare with, which is a
+    model-side limit, not an export failure.
+
+    Raises:
+        ZooBuildError: ``stage="generate"`` with eager's error.
+    """
+    import torch
+
+    from export_sweep.zoo.build import ZooBuildError
+
+    if getattr(model, "main_input_name", "input_ids") != "input_ids":
+        return
+    gen = getattr(model, "generation_config", None)
+    pad = getattr(gen, "pad_token_id", None)
+    pad = pad if isinstance(pad, int) else 0
+    vocab = int(getattr(model.config.get_text_config(), "vocab_size", 0) or 16)
+    ids = torch.randint(3, max(4, vocab), (2, 6), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    ids[1, :2], mask[1, :2] = pad, 0
+    try:
+        with torch.no_grad():
+            model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=2, do_sample=False,
+                           use_cache=True, pad_token_id=pad)
+    except Exception as e:
+        raise ZooBuildError("generate", model_type, f"eager generate() fails on the tiny model: "
+                            f"{first_line(e)}") from e
 
 
 def _max_length(model: Any, cap: int) -> int:
