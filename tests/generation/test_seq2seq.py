@@ -103,6 +103,7 @@ def test_encoder_decoder_generates_eager_tokens(family: str, backend: str, tmp_p
 
 def test_a_speech_model_without_whisper_input_layout_is_refused() -> None:
     import transformers
+
     from export_core.errors import InputError
     from export_core.generation import export_with_past
 
