@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from export_sweep.sweep.backends import ALL_BACKENDS, BACKEND_TABLE
+from export_sweep.sweep.generate import GENERATE_MAX_LENGTH
 from export_sweep.sweep.run import totals
 
 __all__ = [
@@ -221,7 +222,7 @@ def _generation_lines(generation: dict[str, Any]) -> list[str]:
         "decode) with the cache, each validated against eager, then greedy generation from the "
         "saved graphs is compared token for token with eager `generate()` at batch 1, at a "
         "left-padded batch of 2 and up to the maximum length "
-        f"({length} tokens: the position limit, at most 256). A pass means every token matched "
+        f"({length} tokens: the position limit, at most {GENERATE_MAX_LENGTH}). A pass means every token matched "
         "(a top-2 tie within float tolerance may end a row early; the ties are counted in the "
         "results file). `—`: not measured on that backend yet.",
         "",

@@ -88,9 +88,9 @@ def _generation_ready(config: Any, cls: type) -> None:
     config has none."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    for c in (config, *(getattr(config, k) for k in vars(config)
-                        if hasattr(getattr(config, k), "use_cache"))):
-        c.use_cache = True
+    from export_sweep.zoo.build import set_everywhere
+
+    set_everywhere(config, "use_cache", True)
     encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
     if (not encoder_decoder and getattr(config, "is_decoder", None) is False
             and cls.__name__ in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()):
@@ -157,12 +157,6 @@ def _check_eager_generate(model: Any, model_type: str) -> None:
                             f"{first_line(e)}") from e
 
 
-def _max_length(model: Any, cap: int) -> int:
-    from export_core.generation.export import default_max_length
-
-    return default_max_length(model.config, cap=cap)
-
-
 def generate_backend(
     model: Any,
     backend: str,
@@ -190,7 +184,7 @@ def generate_backend(
         (rows a top-2 tie ended) and ``"workarounds"`` (fired in any graph); a failed export's
         stage is that of the graph that failed, ``generate`` when the tokens differ.
     """
-    from export_core.generation.export import export_with_past
+    from export_core.generation.export import default_max_length, export_with_past
 
     spec = get_backend(backend)
     options = spec.options(class_name, optimize_off)
@@ -198,7 +192,7 @@ def generate_backend(
         exporter = spec.make_exporter(options)
     except ImportError as e:
         return not_installed(spec, e)
-    length = int(max_length or _max_length(model, GENERATE_MAX_LENGTH))
+    length = int(max_length or default_max_length(model.config, cap=GENERATE_MAX_LENGTH))
     extra: dict[str, Any] = {"max_length": length, **options}
     t0 = time.perf_counter()
     status, stage, error = "pass", None, None

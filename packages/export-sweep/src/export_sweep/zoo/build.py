@@ -35,6 +35,7 @@ __all__ = [
     "build_tiny_model",
     "load_tiny_model",
     "save_tiny_model",
+    "set_everywhere",
     "tiny_config",
     "zoo_cache_dir",
 ]
@@ -136,12 +137,14 @@ def tiny_config(model_type: str, targets: ShrinkTargets = TARGETS) -> Any:
         config = shrink_config(default, targets=targets)
     except Exception as e:
         raise ZooBuildError("config", model_type, "shrunk config: " + first_line(e)) from e
-    _set_everywhere(config, "dtype", torch.float32)
-    _set_everywhere(config, "use_cache", False)
+    set_everywhere(config, "dtype", torch.float32)
+    set_everywhere(config, "use_cache", False)
     return config
 
 
-def _set_everywhere(config: Any, name: str, value: Any) -> None:
+def set_everywhere(config: Any, name: str, value: Any) -> None:
+    """Set ``name`` to ``value`` on ``config`` and on every sub-config it holds (a composite
+    model's ``text_config``, ``vision_config``, ...) that has the attribute."""
     seen: set[int] = set()
     stack = [config]
     while stack:
