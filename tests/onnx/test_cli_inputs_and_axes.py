@@ -63,3 +63,20 @@ def test_bert_axes_are_named_and_shared(tiny_model_dir, tmp_path, capsys):
     assert {d["input"] for d in seq} >= {"input_ids", "attention_mask"}
     assert all(d["min"] == 1 and d["max"] == limit for d in seq)
     assert any(c["shapes"]["input_ids"][0] == 1 for c in report["validation"]["checks"])
+
+
+def test_axes_the_model_fixes_are_fixed_dims(tiny_model_dir, tmp_path, capsys):
+    """ViT's channels and image size were named ``"3"`` / ``"32"`` (``dim_param``s that ONNX
+    Runtime matches against any size); they are ``dim_value``s, and a wrong size is refused at
+    the input check."""
+    import numpy as np
+    import onnxruntime as ort
+
+    out = tmp_path / "out"
+    rc = main([str(tiny_model_dir("vit")), "-o", str(out), "-q"])
+    assert rc == 0, capsys.readouterr().err
+    size = json.loads((tiny_model_dir("vit") / "config.json").read_text())["image_size"]
+    assert _dims(onnx.load(out / "model.onnx"))["pixel_values"] == ["batch", 3, size, size]
+    session = ort.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match="[Ii]nvalid dimensions"):
+        session.run(None, {"pixel_values": np.zeros((1, 3, size + 1, size), np.float32)})

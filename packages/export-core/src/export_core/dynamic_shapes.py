@@ -17,7 +17,7 @@ from torch.export import Dim
 from .errors import InputError
 
 __all__ = ["auto_dynamic_shapes", "check_dynamic_shapes", "declared_dims", "spec_tree", "specialised_dims",
-           "resized_inputs", "revalued_inputs", "DeclaredDim", "DIM_AUTO"]
+           "resized_inputs", "revalued_inputs", "static_image_axes", "DeclaredDim", "DIM_AUTO"]
 
 DIM_AUTO = Dim.AUTO
 
@@ -65,6 +65,35 @@ def auto_dynamic_shapes(inputs: dict[str, Any] | tuple[Any, ...]) -> dict[str, A
     if isinstance(inputs, dict):
         return {k: spec_tree(v, _auto_for) for k, v in inputs.items()}
     return tuple(spec_tree(v, _auto_for) for v in inputs)
+
+
+def static_image_axes(inputs: dict[str, Any] | tuple[Any, ...],
+                      spec: dict[str, Any] | tuple[Any, ...]) -> dict[str, Any] | tuple[Any, ...] | None:
+    """``spec`` (an :func:`auto_dynamic_shapes` structure for ``inputs``) with the height and
+    width of every image input (:func:`export_core.axes.axis_role` ``"image"``: the last two
+    axes of ``pixel_values`` ``(batch, channels, height, width)``) made ``Dim.STATIC``.
+
+    Returns:
+        The new structure, or ``None`` when no top-level input has an image axis (nothing to
+        specialise).
+    """
+    from .axes import axis_role
+
+    names = list(inputs) if isinstance(inputs, dict) else [f"input_{i}" for i in range(len(inputs))]
+    values = list(inputs.values()) if isinstance(inputs, dict) else list(inputs)
+    entries = list(spec.values()) if isinstance(spec, dict) else list(spec)
+    changed = False
+    out = []
+    for name, value, entry in zip(names, values, entries):
+        if isinstance(value, torch.Tensor) and isinstance(entry, dict):
+            image = [i for i in entry if axis_role(name, value, i) == "image"]
+            if image:
+                entry = {i: (Dim.STATIC if i in image else d) for i, d in entry.items()}
+                changed = True
+        out.append(entry)
+    if not changed:
+        return None
+    return dict(zip(names, out)) if isinstance(spec, dict) else tuple(out)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from .dynamic_shapes import (
     check_dynamic_shapes,
     resized_inputs,
     revalued_inputs,
+    static_image_axes,
 )
 from .errors import CaptureError, ExportError, InputError, OutputError, ValidationError, first_line
 from .fixes import apply_fx_node_fixes
@@ -39,6 +40,7 @@ from .pytree import register_pytree_nodes
 from .registry import DYNAMO_PLAN
 from .report import ExportReport, package_versions
 from .stages import StageListener, StagePlan, StageRecorder, StageTiming
+from .symbolic_budget import budget_exceeded, symbolic_budget
 from .validation import ValidationResult, input_shapes, skipped_validation
 from .validation import validate as _validate
 from .warning_filters import quiet_unactionable_warnings
@@ -102,10 +104,16 @@ class DynamoConfig:
         max_artifact_bytes: budget of the artifact in bytes (``None``: none). The weights of
             the traced model are checked against it after the capture, before the backend's
             expensive stage (translation, lowering): :class:`~export_core.errors.BudgetError`.
+        symbolic_budget_s: seconds of symbolic shape reasoning (guard evaluation and
+            simplification) a capture with ``Dim.AUTO`` image axes may take before the model is
+            captured again with a static height and width (the report's ``capture_strategy``
+            then starts with ``static-image-axes``); ``None``: no budget, no fallback. Windowed
+            vision attention (Swin) never finishes otherwise (pytorch/pytorch#141675).
 
     Raises:
         InputError: (at construction) contradictory options: ``dynamic=False`` with
-            ``dynamic_shapes`` (a static export has none), a budget below 1 byte.
+            ``dynamic_shapes`` (a static export has none), a budget below 1 byte, a
+            ``symbolic_budget_s`` that is not positive.
     """
 
     dynamic: bool = True
@@ -115,6 +123,7 @@ class DynamoConfig:
     atol: float = 1e-4
     rtol: float = 1e-3
     max_artifact_bytes: int | None = None
+    symbolic_budget_s: float | None = 30.0
 
     def __post_init__(self) -> None:
         if not self.dynamic and self.dynamic_shapes is not None:
@@ -122,6 +131,9 @@ class DynamoConfig:
                 "dynamic=False contradicts dynamic_shapes: a static export has no dynamic axes; "
                 "pass one of them"
             )
+        if self.symbolic_budget_s is not None and not self.symbolic_budget_s > 0:
+            raise InputError(f"symbolic_budget_s must be a positive number of seconds or None, "
+                             f"got {self.symbolic_budget_s!r}")
         for name in ("max_artifact_bytes", *self._budget_fields()):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or value < 1):
@@ -310,6 +322,47 @@ def _torch_export(
     kwargs: dict[str, Any],
     dynamic_shapes: Any,
     strict: bool,
+    *,
+    fallback_shapes: Any = None,
+    symbolic_budget_s: float | None = None,
+) -> tuple[torch.export.ExportedProgram, str]:
+    """:func:`_export_attempts` on ``dynamic_shapes``, and on ``fallback_shapes`` when their
+    symbolic shape reasoning runs over budget.
+
+    With ``fallback_shapes`` (the same structure with the image axes static,
+    :func:`~export_core.dynamic_shapes.static_image_axes`) and a ``symbolic_budget_s``, the
+    first capture's guard evaluation and simplification are limited to that many seconds
+    (:func:`~export_core.symbolic_budget.symbolic_budget`); when they take longer (windowed
+    vision attention with a dynamic height and width: pytorch/pytorch#141675), the model is
+    captured again on ``fallback_shapes``, and the strategy is prefixed ``static-image-axes``.
+
+    Returns:
+        The program and the strategy that produced it (see :func:`_export_attempts`).
+
+    Raises:
+        CaptureError: every attempt failed.
+    """
+    if fallback_shapes is None or symbolic_budget_s is None:
+        return _export_attempts(module, args, kwargs, dynamic_shapes, strict)
+    try:
+        with symbolic_budget(symbolic_budget_s):
+            return _export_attempts(module, args, kwargs, dynamic_shapes, strict)
+    except CaptureError as e:
+        over = budget_exceeded(e)
+        if over is None:
+            raise
+        logger.warning("capture: %s with dynamic image axes; capturing again with static "
+                       "height and width", over)
+    program, strategy = _export_attempts(module, args, kwargs, fallback_shapes, strict)
+    return program, "static-image-axes" + ("" if strategy == "default" else f"+{strategy}")
+
+
+def _export_attempts(
+    module: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    dynamic_shapes: Any,
+    strict: bool,
 ) -> tuple[torch.export.ExportedProgram, str]:
     """``torch.export.export`` with a fallback for declared ranges the tracer cannot prove.
 
@@ -329,7 +382,7 @@ def _torch_export(
     try:
         return torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict), "default"
     except Exception as first:
-        if dynamic_shapes is None or not _is_constraint_violation(first):
+        if dynamic_shapes is None or not _is_constraint_violation(first) or budget_exceeded(first):
             raise CaptureError(f"torch.export failed: {first_line(first)}") from first
         original: BaseException = first
         error: BaseException = first
@@ -343,6 +396,8 @@ def _torch_export(
             )
             return program, "size-oblivious"
         except Exception as e:
+            if budget_exceeded(e):
+                raise CaptureError(f"torch.export failed: {first_line(e)}") from e
             error = e
         try:
             from torch.export.dynamic_shapes import refine_dynamic_shapes_from_suggested_fixes
@@ -353,8 +408,9 @@ def _torch_export(
                 prefer_deferred_runtime_asserts_over_guards=True,
             )
             return program, "size-oblivious+suggested-fixes"
-        except Exception:
-            pass
+        except Exception as e:
+            if budget_exceeded(e):
+                raise CaptureError(f"torch.export failed: {first_line(e)}") from e
     raise CaptureError(f"torch.export failed: {first_line(original)}") from original
 
 
@@ -729,7 +785,13 @@ class DynamoExporter:
                         "an artifact needs at least one tensor output: return the tensors "
                         "(or a ModelOutput / tuple of them) from forward"
                     )
-                program, strategy = _torch_export(module, args, kwargs, dynamic_shapes, cfg.strict)
+                fallback = (static_image_axes(kwargs if kwargs else args, dynamic_shapes)
+                            if cfg.dynamic_shapes is None and dynamic_shapes is not None else None)
+                program, strategy = _torch_export(
+                    module, args, kwargs, dynamic_shapes, cfg.strict,
+                    fallback_shapes=fallback, symbolic_budget_s=cfg.symbolic_budget_s)
+                if strategy.startswith("static-image-axes"):
+                    dynamic_shapes = fallback
             # ── Capture stage 6: capture FX node fixes ──
             with run.stage("capture_node_fixes"):
                 fixed = apply_fx_node_fixes(program, "dynamo", stage="capture_node_fixes")

@@ -6,6 +6,10 @@ renames them with the names of :func:`export_core.axes.axis_names`, on the graph
 outputs and intermediate values, inside expressions too (``s18*s41`` → ``batch*sequence``)::
 
     input_ids: [s18, s41], attention_mask: [s77, s41]  →  [batch, sequence], [batch, sequence]
+
+A dimension that ``torch.export`` specialised after giving it a symbol (a ``Dim.AUTO`` channel or
+image axis the model fixes) reaches the ONNX graph as the ``dim_param`` ``"3"`` or ``"32"``: a
+name, which ONNX Runtime matches against any size. It becomes the fixed ``dim_value`` it is.
 """
 
 from __future__ import annotations
@@ -33,11 +37,10 @@ def rename_symbolic_dims(model: ir.Model, names: Mapping[str, str]) -> int:
         names: ``torch.export`` symbol → axis name (``{"s18": "batch"}``).
 
     Returns:
-        The number of values whose shape changed.
+        The number of values whose shape changed (renamed, or a numeric ``dim_param`` made a
+        fixed dimension).
     """
-    if not names:
-        return 0
-    pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")\b")
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")\b") if names else None
     changed = 0
     seen: set[int] = set()
     for value in _values(model.graph):
@@ -49,7 +52,11 @@ def rename_symbolic_dims(model: ir.Model, names: Mapping[str, str]) -> int:
         renamed = False
         for dim in shape.dims:
             if isinstance(dim, ir.SymbolicDim) and isinstance(dim.value, str):
-                new = pattern.sub(lambda m: names[m.group(0)], dim.value)
+                if dim.value.isdigit():
+                    dims.append(int(dim.value))
+                    renamed = True
+                    continue
+                new = pattern.sub(lambda m: names[m.group(0)], dim.value) if pattern else dim.value
                 if new != dim.value:
                     dim, renamed = ir.SymbolicDim(new), True
             dims.append(dim)

@@ -269,8 +269,12 @@ different sizes); an export validated at fewer is a ``validate`` failure in the 
 def fired_workarounds(report: dict[str, Any]) -> list[str]:
     """The names of the workarounds that acted in one export, sorted: the patches that fired,
     the FX / IR fixes that changed the program and the ONNX translations used (names as in
-    :func:`export_core.registry.describe`)."""
+    :func:`export_core.registry.describe`), and a capture strategy other than the default one as
+    ``capture:<strategy>`` (``capture:static-image-axes``)."""
     names: set[str] = set((report.get("patches") or {}).get("fired") or ())
+    strategy = report.get("capture_strategy")
+    if strategy and strategy != "default":
+        names.add(f"capture:{strategy}")
     names.update((report.get("fixes") or {}).get("applied") or ())
     names.update((report.get("translations") or {}).get("used") or ())
     return sorted(str(n) for n in names)
