@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
-from export_sweep.sweep.coverage import parse_coverage
 
 from conftest import TINY_MODELS
+from export_sweep.sweep.coverage import parse_coverage
 
 COVERAGE = Path(__file__).resolve().parents[1] / "COVERAGE.md"
 

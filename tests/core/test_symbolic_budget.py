@@ -76,9 +76,8 @@ def test_swin_with_dynamic_image_axes_overruns_the_budget(tiny_swin):
 
 
 def test_swin_exports_with_static_image_axes_after_the_budget(tiny_swin, tmp_path):
-    import onnx
-
     import export_onnx
+    import onnx
 
     model, inputs = tiny_swin
     capture = DynamoExporter(DynamoConfig(symbolic_budget_s=BUDGET_S)).capture(model, inputs)
