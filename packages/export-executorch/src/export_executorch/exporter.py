@@ -38,6 +38,7 @@ from .memory import arena_warning, format_bytes, memory_plan
 from .runner import ExecutorchRunner
 from .stages import EXECUTORCH_STAGES
 from .workarounds.dim_bounds import bound_dynamic_dims
+from .workarounds.python_sym_ops import admit_python_sym_ops, edge_config_admitting
 
 __all__ = ["PROGRAM_NAME", "ExecutorchConfig", "ExecutorchExporter", "ExecutorchLowered"]
 
@@ -224,6 +225,9 @@ class ExecutorchExporter(DynamoExporter):
                     # the shape environment is shared with other copies of the capture
                     patches.callback(bounds.restore_shape_env)
                     notices.extend(bounds.notices)
+                admitted = program_fixes.details.get(admit_python_sym_ops.__name__)
+                if admitted is not None:
+                    report.extra["admitted_sym_functions"] = admitted.names
             # ── ExecuTorch stage 5: FX node fixes ──
             with run.stage("fx_node_fixes"):
                 node_fixes = apply_fx_node_fixes(program_fixes.program, key, stage="fx_node_fixes")
@@ -243,7 +247,7 @@ class ExecutorchExporter(DynamoExporter):
                     edge = to_edge_transform_and_lower(
                         program,
                         partitioner=list(prep.partitioners) or None,
-                        compile_config=prep.compile_config,
+                        compile_config=edge_config_admitting(prep.compile_config, admitted),
                     )
                 except ExportError:
                     raise

@@ -13,6 +13,9 @@ and the upstream bug:
   dynamic dimensions, which XNNPACK cannot serialize (wav2vec2-style audio encoders).
 - :mod:`.dim_bounds` — FX program fix (``fx_program_fixes``): a finite range for every dynamic
   dimension, so ExecuTorch plans memory for the inputs the program must accept.
+- :mod:`.python_sym_ops` — FX program fix (``fx_program_fixes``): the edge verifier rejects the
+  Python symbolic-size functions (``torch.sym_max``, ...) that ExecuTorch runs as prim ops; the
+  lowering admits the ones the program calls.
 - :mod:`.view_after_sdpa` — FX node fix (``fx_node_fixes``): a ``view`` of an attention output
   that the SDPA decomposition makes non-viewable (GPT-2).
 """
@@ -20,12 +23,13 @@ and the upstream bug:
 from __future__ import annotations
 
 from ..stages import EXECUTORCH_STAGES
-from . import dim_bounds, list_return_validator, view_after_sdpa, xnnpack_reshape_dims
+from . import dim_bounds, list_return_validator, python_sym_ops, view_after_sdpa, xnnpack_reshape_dims
 
 __all__ = [
     "EXECUTORCH_STAGES",
     "dim_bounds",
     "list_return_validator",
+    "python_sym_ops",
     "view_after_sdpa",
     "xnnpack_reshape_dims",
 ]
