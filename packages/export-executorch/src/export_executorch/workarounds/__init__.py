@@ -23,7 +23,13 @@ and the upstream bug:
 from __future__ import annotations
 
 from ..stages import EXECUTORCH_STAGES
-from . import dim_bounds, list_return_validator, python_sym_ops, view_after_sdpa, xnnpack_reshape_dims
+from . import (
+    dim_bounds,
+    list_return_validator,
+    python_sym_ops,
+    view_after_sdpa,
+    xnnpack_reshape_dims,
+)
 
 __all__ = [
     "EXECUTORCH_STAGES",
