@@ -1,4 +1,4 @@
-"""The seven shared failing cases (../shared/cases), as written, through ``export_onnx.export``.
+"""The shared failing cases of ONNX (../shared/cases), as written, through ``export_onnx.export``.
 
 Each export is validated by the exporter itself against eager at the export shapes and at the
 case's other shapes; the variants of each kind are in ``test_workarounds.py`` and
@@ -140,3 +140,18 @@ def test_case13_qwen2vl_vision_tower():
     r = export_onnx.export(Vision(tower), (pixels, grid), dynamic=False,
                            validation_inputs=[(torch.randn(32, 24), grid2)])
     _ok(r, "VisionAttention.forward", "patches")
+
+
+def test_case26_scatter_reduce_mean():
+    class MeanAggregate(torch.nn.Module):
+        def forward(self, base, messages, dst):
+            idx = dst[:, None].expand(-1, messages.shape[1])
+            return base.scatter_reduce(0, idx, messages, reduce="mean", include_self=True)
+
+    torch.manual_seed(0)
+    base = torch.ones(4, 3)
+    messages = torch.randn(6, 3)
+    dst = torch.tensor([0, 2, 0, 1, 2, 2])
+    r = export_onnx.export(MeanAggregate().eval(), (base, messages, dst),
+                           validation_inputs=[(base, torch.randn(6, 3), torch.tensor([3, 3, 1, 1, 0, 2]))])
+    _ok(r, "scatter_reduce", "translations")

@@ -13,6 +13,8 @@ and the upstream bug:
   dynamic dimensions, which XNNPACK cannot serialize (wav2vec2-style audio encoders).
 - :mod:`.dim_bounds` — FX program fix (``fx_program_fixes``): a finite range for every dynamic
   dimension, so ExecuTorch plans memory for the inputs the program must accept.
+- :mod:`.missing_kernels` — FX program fix (``fx_program_fixes``): ``scatter_reduce.two`` and
+  ``bucketize.Tensor``, which ExecuTorch has no kernel for, decomposed into ops it runs.
 - :mod:`.python_sym_ops` — FX program fix (``fx_program_fixes``): the edge verifier rejects the
   Python symbolic-size functions (``torch.sym_max``, ...) that ExecuTorch runs as prim ops; the
   lowering admits the ones the program calls.
@@ -26,6 +28,7 @@ from ..stages import EXECUTORCH_STAGES
 from . import (
     dim_bounds,
     list_return_validator,
+    missing_kernels,
     python_sym_ops,
     view_after_sdpa,
     xnnpack_reshape_dims,
@@ -35,6 +38,7 @@ __all__ = [
     "EXECUTORCH_STAGES",
     "dim_bounds",
     "list_return_validator",
+    "missing_kernels",
     "python_sym_ops",
     "view_after_sdpa",
     "xnnpack_reshape_dims",

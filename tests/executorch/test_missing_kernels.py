@@ -1,0 +1,120 @@
+"""Ops ExecuTorch has no kernel for, decomposed before lowering (``decompose_missing_kernels``):
+``scatter_reduce`` with every reduction (shared case 21: ``amax`` without ``self``) and
+``bucketize`` (shared case 22), each compared with eager in the ExecuTorch runtime at two or more
+shapes; without the fix the program does not load (scatter_reduce) or lower (bucketize)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import export_executorch
+from export_core import LoweringError, RuntimeLoadError
+from export_core.registry import withheld
+from export_executorch.workarounds.missing_kernels import bucketize, scatter_reduce
+
+FIX = "decompose_missing_kernels"
+REDUCTIONS = ("sum", "mean", "prod", "amax", "amin")
+
+
+class ScatterReduce(torch.nn.Module):
+    def __init__(self, reduce: str, include_self: bool, dim: int = 0):
+        super().__init__()
+        self.reduce, self.include_self, self.dim = reduce, include_self, dim
+
+    def forward(self, base, src, index):
+        return base.scatter_reduce(self.dim, index, src, reduce=self.reduce,
+                                   include_self=self.include_self)
+
+
+class Bucketize(torch.nn.Module):
+    def __init__(self, right: bool = False, out_int32: bool = False):
+        super().__init__()
+        self.right, self.out_int32 = right, out_int32
+
+    def forward(self, x, boundaries):
+        return torch.bucketize(x, boundaries, right=self.right, out_int32=self.out_int32)
+
+
+def _scatter_inputs(g: torch.Generator, dim: int, rows: int, dtype: torch.dtype = torch.float32):
+    """``(base (5, 4), src, index)`` scattering ``rows`` values along ``dim``; ``src`` is larger
+    than ``index`` (eager reads only its ``index.shape`` corner), some slots receive nothing."""
+    base_shape = (5, 4)
+    idx_shape = (rows, 3) if dim == 0 else (4, rows)
+    src_shape = (rows + 1, 4) if dim == 0 else (5, rows + 2)
+    if dtype.is_floating_point:
+        base, src = torch.randn(base_shape, generator=g), torch.randn(src_shape, generator=g)
+    else:
+        base = torch.randint(-9, 9, base_shape, generator=g, dtype=dtype)
+        src = torch.randint(-9, 9, src_shape, generator=g, dtype=dtype)
+    index = torch.randint(0, base_shape[dim] - 1, idx_shape, generator=g)  # the last slot: none
+    return base, src, index
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float64])
+@pytest.mark.parametrize("reduce", REDUCTIONS)
+def test_scatter_reduce_decomposition_equals_eager(reduce, dtype):
+    g = torch.Generator().manual_seed(0)
+    for include_self in (True, False):
+        for dim in (0, 1):
+            for rows in (1, 3, 7):
+                base, src, index = _scatter_inputs(g, dim, rows, dtype)
+                want = base.scatter_reduce(dim, index, src, reduce, include_self=include_self)
+                got = scatter_reduce(base, dim, index, src, reduce, include_self=include_self)
+                assert got.dtype == want.dtype
+                torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("include_self", [True, False], ids=["with-self", "without-self"])
+@pytest.mark.parametrize("reduce", REDUCTIONS)
+def test_scatter_reduce_runs_in_executorch(reduce, include_self):
+    g = torch.Generator().manual_seed(1)
+    model = ScatterReduce(reduce, include_self).eval()
+    result = export_executorch.export(model, _scatter_inputs(g, 0, 6),
+                                      validation_inputs=[_scatter_inputs(g, 0, 3)])
+    report = result.report
+    assert report["status"] == "ok" and report["validation"]["passed"] is True
+    assert len({str(c["shapes"]) for c in report["validation"]["checks"]}) >= 2
+    assert FIX in report["fixes"]["applied"]
+
+
+def test_scatter_reduce_along_another_dim_on_portable():
+    g = torch.Generator().manual_seed(2)
+    result = export_executorch.export(ScatterReduce("amax", False, dim=1).eval(),
+                                      _scatter_inputs(g, 1, 5), backend="portable",
+                                      validation_inputs=[_scatter_inputs(g, 1, 2)])
+    assert result.report["validation"]["passed"] is True
+
+
+def test_bucketize_decomposition_equals_eager():
+    boundaries = torch.tensor([0.0, 1.0, 2.5, 4.0, 6.5])
+    x = torch.tensor([[1.5, 2.5, -3.0, 0.0, float("nan")], [7.0, 4.5, 1.0, 6.5, 4.0]])
+    for right in (False, True):
+        for out_int32 in (False, True):
+            want = torch.bucketize(x, boundaries, right=right, out_int32=out_int32)
+            got = bucketize(x, boundaries, right=right, out_int32=out_int32)
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(got, want)
+    ints = torch.tensor([[3, 0, 9], [5, 5, 1]])
+    torch.testing.assert_close(bucketize(ints, torch.tensor([1, 3, 5])),
+                               torch.bucketize(ints, torch.tensor([1, 3, 5])))
+
+
+@pytest.mark.parametrize("right", [False, True], ids=["left", "right"])
+def test_bucketize_runs_in_executorch(right):
+    boundaries = torch.tensor([0.0, 1.0, 2.5, 4.0, 6.5])
+    result = export_executorch.export(
+        Bucketize(right=right, out_int32=right).eval(), (torch.tensor([[1.0, 2.5, 9.0]] * 2), boundaries),
+        validation_inputs=[(torch.tensor([[-1.0, 0.0, 4.0, 6.5, 3.0]] * 3), boundaries)])
+    report = result.report
+    assert report["status"] == "ok" and report["validation"]["passed"] is True
+    assert FIX in report["fixes"]["applied"]
+
+
+def test_without_the_fix_executorch_cannot_run_them():
+    g = torch.Generator().manual_seed(3)
+    with withheld("executorch", FIX):
+        with pytest.raises(RuntimeLoadError, match="scatter_reduce"):
+            export_executorch.export(ScatterReduce("amax", False).eval(), _scatter_inputs(g, 0, 4))
+        with pytest.raises(LoweringError, match="bucketize"):
+            export_executorch.export(Bucketize().eval(), (torch.randn(2, 3), torch.tensor([0.0, 1.0])))
