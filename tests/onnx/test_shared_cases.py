@@ -155,3 +155,24 @@ def test_case26_scatter_reduce_mean():
     r = export_onnx.export(MeanAggregate().eval(), (base, messages, dst),
                            validation_inputs=[(base, torch.randn(6, 3), torch.tensor([3, 3, 1, 1, 0, 2]))])
     _ok(r, "scatter_reduce", "translations")
+
+
+def test_case27_rfft_complex_unsqueeze_matmul_irfft():
+    class SpectralMixer(torch.nn.Module):
+        def __init__(self, n_fft=16):
+            super().__init__()
+            self.n_fft = n_fft
+            self.register_buffer("window", torch.hann_window(n_fft))
+
+        def forward(self, frame, w_real, w_imag):  # frame (ch, n_fft); w_* (bins, ch, ch)
+            spec = torch.fft.rfft(frame * self.window, dim=-1).transpose(0, 1)  # (bins, ch)
+            mix = torch.complex(w_real, w_imag)
+            out = (mix @ spec.unsqueeze(-1)).squeeze(-1)  # (bins, ch)
+            return torch.fft.irfft(out.transpose(0, 1), n=self.n_fft, dim=-1)
+
+    torch.manual_seed(0)
+    bins = 16 // 2 + 1
+    wr, wi = torch.randn(bins, 2, 2), torch.randn(bins, 2, 2)
+    f1, f2 = torch.randn(2, 16), torch.randn(2, 16)
+    r = export_onnx.export(SpectralMixer().eval(), (f1, wr, wi), validation_inputs=[(f2, wr, wi)])
+    _ok(r, "_dispatching.dispatch", "patches")

@@ -19,7 +19,7 @@ from typing import Any
 from .errors import PatchError
 from .registry import PATCH, Workaround, resolve_target, version_ok, workarounds_for
 
-__all__ = ["EXPORT_LOCK", "PatchSession", "apply_patches"]
+__all__ = ["EXPORT_LOCK", "MARKS_OWN_FIRING", "PatchSession", "apply_patches"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,9 +75,17 @@ class PatchSession:
                 self.observe(name, item)
 
 
+MARKS_OWN_FIRING = "__marks_own_firing__"
+"""Attribute a replacement sets (to ``True``) when it calls ``session.mark_fired`` itself, only
+when it acts: a replacement called for every node or op (a dispatcher) would otherwise count as
+fired in every export."""
+
+
 def _wrap(record: Workaround, replacement: Any, session: PatchSession) -> Any:
     if not callable(replacement) or isinstance(replacement, type):
         session.mark_fired(record.name)
+        return replacement
+    if getattr(replacement, MARKS_OWN_FIRING, False):
         return replacement
 
     @functools.wraps(replacement)

@@ -272,7 +272,9 @@ def register_patch(
 
     The factory may take a second parameter, the export's
     :class:`~export_core.patching.PatchSession`, to record what the replacement observed
-    (``session.observe(name, item)``).
+    (``session.observe(name, item)``). A replacement counts as fired when it is called, unless
+    it sets :data:`~export_core.patching.MARKS_OWN_FIRING` and calls
+    ``session.mark_fired("<backend>:<target>")`` itself when it acts.
 
     Args:
         backend: ``"dynamo"`` or a backend key (or a dotted sub-key).

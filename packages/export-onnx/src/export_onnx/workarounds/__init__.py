@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..stages import ONNX_STAGES
 from . import (
+    complex_shape_ops,
     contiguous_clone,
     mixed_dtype_arith,
     refix_after_decompositions,
@@ -23,6 +24,7 @@ from . import (
 
 __all__ = [
     "ONNX_STAGES",
+    "complex_shape_ops",
     "contiguous_clone",
     "mixed_dtype_arith",
     "refix_after_decompositions",
