@@ -98,3 +98,28 @@ def test_one_capture_serves_both_backends_and_is_left_untouched() -> None:
     symbol = next(iter(capture.program.range_constraints))
     x = next(n for n in capture.program.graph.nodes if n.op == "placeholder" and n.name == "x")
     assert str(x.meta["val"].shape[0].node.shape_env.var_to_range[symbol]) == before[str(symbol)]
+
+
+class _Wrapper(torch.nn.Module):
+    """A wrapper in training mode (as a new ``nn.Module`` is) around an eval-mode model with
+    dropout: shared case 29's ``Encode(T5EncoderModel(cfg).eval())``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.inner = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5)).eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+@pytest.mark.parametrize("backend", [export_onnx, export_executorch], ids=["onnx", "executorch"])
+def test_eval_mode_holds_through_validation_and_every_mode_is_restored(backend) -> None:
+    """The export compares with eager in eval mode (the reference ran with dropout on once the
+    root's mode was restored: case 29 failed at its own export shapes), and afterwards each module
+    has its own mode again (``model.train(True)`` had switched the eval-mode child to training)."""
+    model = _Wrapper()
+    assert model.training and not model.inner.training
+    result = backend.export(model, (torch.randn(2, 3, 8),), validation_inputs=[(torch.randn(3, 5, 8),)])
+    assert result.report["validation"]["passed"] is True
+    assert model.training and not model.inner.training and not model.inner[1].training

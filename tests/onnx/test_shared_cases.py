@@ -176,3 +176,65 @@ def test_case27_rfft_complex_unsqueeze_matmul_irfft():
     f1, f2 = torch.randn(2, 16), torch.randn(2, 16)
     r = export_onnx.export(SpectralMixer().eval(), (f1, wr, wi), validation_inputs=[(f2, wr, wi)])
     _ok(r, "_dispatching.dispatch", "patches")
+
+
+def test_case29_t5_encoder_with_grad_and_a_training_mode_wrapper():
+    from transformers import T5Config, T5EncoderModel
+
+    torch.manual_seed(0)
+    cfg = T5Config(vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                   relative_attention_num_buckets=8, relative_attention_max_distance=16)
+    encoder = T5EncoderModel(cfg).eval()
+
+    class Encode(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    ids = torch.randint(0, 64, (2, 6))
+    mask = torch.ones(2, 6, dtype=torch.int64)
+    mask[1, 4:] = 0
+    ids3 = torch.randint(0, 64, (3, 11))
+    mask3 = torch.ones(3, 11, dtype=torch.int64)
+    mask3[0, 7:] = 0
+    batch, seq = Dim("batch", min=1, max=8), Dim("seq", min=2, max=64)
+    r = export_onnx.export(Encode(encoder), (ids, mask), dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}),
+                           validation_inputs=[(ids3, mask3)])
+    _ok(r, "keep_contiguous_as_clone")
+
+
+def test_case31_whisper_decoder_step_with_its_encoder_decoder_cache():
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    torch.manual_seed(0)
+    cfg = WhisperConfig(vocab_size=64, num_mel_bins=8, d_model=32, encoder_layers=1, decoder_layers=1,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                        decoder_ffn_dim=64, max_source_positions=16, max_target_positions=32,
+                        pad_token_id=0, decoder_start_token_id=1, bos_token_id=1, eos_token_id=2)
+    asr = WhisperForConditionalGeneration(cfg).eval()
+    with torch.no_grad():
+        enc = asr.model.encoder(torch.randn(1, 8, 32)).last_hidden_state
+
+    def cache_after(n_past):
+        ids = torch.randint(3, 64, (1, n_past), generator=torch.Generator().manual_seed(n_past))
+        with torch.no_grad():
+            return asr(encoder_outputs=(enc,), decoder_input_ids=ids, use_cache=True).past_key_values
+
+    class DecoderStep(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, decoder_input_ids, encoder_hidden_states, past_key_values):
+            return self.m(encoder_outputs=(encoder_hidden_states,), decoder_input_ids=decoder_input_ids,
+                          past_key_values=past_key_values, use_cache=True).logits
+
+    step = torch.tensor([[5]])
+    r = export_onnx.export(DecoderStep(asr), (step, enc, cache_after(3)),
+                           validation_inputs=[(step, enc, cache_after(7))])
+    _ok(r)
+    past = {c["shapes"]["2.self_attention_cache.layers[0].keys"][2] for c in r.report["validation"]["checks"]}
+    assert past == {3, 7}

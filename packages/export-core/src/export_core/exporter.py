@@ -312,6 +312,20 @@ def _state_cleanup(model: torch.nn.Module) -> Iterator[None]:
                 m.__dict__[k] = v
 
 
+@contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    """``model`` and every submodule in eval mode for the block; then each module's own
+    ``training`` flag again (``model.train(was_training)`` would also switch submodules that were
+    in eval mode under a wrapper in training mode, and leave their dropout on)."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
 def _is_constraint_violation(e: BaseException) -> bool:
     return "Constraints violated" in str(e) or "constraint" in type(e).__name__.lower()
 
@@ -525,23 +539,20 @@ class DynamoExporter:
                         out_dir = prepare_output(output)
                         held.enter_context(lock_output(out_dir))
                         staging = held.enter_context(staging_directory(out_dir))
-                was_training = model.training
-                model.eval()
-                try:
-                    with EXPORT_LOCK:
-                        prepared = self.prepare(model, inputs, run)
-                        if capture is None:
-                            capture = self.capture(prepared.model, prepared.inputs, run=run)
-                        else:
-                            capture = capture.fork()
-                            run.session.merge(capture.patches)
-                        report.inputs, report.outputs = capture.input_names, capture.output_names
-                        report.extra["capture_strategy"] = capture.strategy
-                        lowered = self.lower(capture, prepared, run)
-                        report.fixes["applied"] = list(dict.fromkeys(
-                            [*capture.fixes, *report.fixes.get("applied", [])]))
-                finally:
-                    model.train(was_training)
+                # eval mode until the comparison with eager is done (dropout off on both sides)
+                held.enter_context(eval_mode(model))
+                with EXPORT_LOCK:
+                    prepared = self.prepare(model, inputs, run)
+                    if capture is None:
+                        capture = self.capture(prepared.model, prepared.inputs, run=run)
+                    else:
+                        capture = capture.fork()
+                        run.session.merge(capture.patches)
+                    report.inputs, report.outputs = capture.input_names, capture.output_names
+                    report.extra["capture_strategy"] = capture.strategy
+                    lowered = self.lower(capture, prepared, run)
+                    report.fixes["applied"] = list(dict.fromkeys(
+                        [*capture.fixes, *report.fixes.get("applied", [])]))
                 # ── Artifact stage 2: save into the staging directory ──
                 if staging is not None:
                     with run.stage("save"):
