@@ -11,6 +11,9 @@ and the upstream bug:
 - :mod:`.xnnpack_reshape_dims` — ExecuTorch patches (``executorch_patches``, XNNPACK): the
   partitioner delegates 1-d convolutions and ``unsqueeze`` nodes that need a reshape with two
   dynamic dimensions, which XNNPACK cannot serialize (wav2vec2-style audio encoders).
+- :mod:`.xnnpack_max_dim` — ExecuTorch patch (``executorch_patches``, XNNPACK): the partitioner
+  delegates ``max.dim`` reductions the XNNPACK serializer rejects (any axis but 2 / 3, or
+  ``keepdim=False``).
 - :mod:`.dim_bounds` — FX program fix (``fx_program_fixes``): a finite range for every dynamic
   dimension, so ExecuTorch plans memory for the inputs the program must accept.
 - :mod:`.missing_kernels` — FX program fix (``fx_program_fixes``): ``scatter_reduce.two`` and
@@ -31,6 +34,7 @@ from . import (
     missing_kernels,
     python_sym_ops,
     view_after_sdpa,
+    xnnpack_max_dim,
     xnnpack_reshape_dims,
 )
 
@@ -41,5 +45,6 @@ __all__ = [
     "missing_kernels",
     "python_sym_ops",
     "view_after_sdpa",
+    "xnnpack_max_dim",
     "xnnpack_reshape_dims",
 ]
