@@ -52,6 +52,14 @@ def test_budget_raises_inside_the_trace_and_restores_the_shape_env():
         env.simplify(1)
     assert info.value.budget == 1e-9 and "symbolic shape reasoning took over" in str(info.value)
     assert {n: ShapeEnv.__dict__[n] for n in originals} == originals
+    # while the budget is on, a guard error's "Caused by" line skips the wrappers' frames
+    from torch.fx.experimental.symbolic_shapes import uninteresting_files
+
+    import export_core.symbolic_budget as module
+
+    with symbolic_budget(10):
+        assert module.__file__ in uninteresting_files()
+    assert module.__file__ not in uninteresting_files()
     wrapped = RuntimeError("torch.export failed")
     wrapped.__cause__ = info.value
     assert budget_exceeded(wrapped) is info.value and budget_exceeded(RuntimeError("x")) is None

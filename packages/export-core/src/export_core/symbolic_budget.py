@@ -108,17 +108,25 @@ def symbolic_budget(seconds: float) -> Iterator[SymbolicClock]:
         SymbolicBudgetExceeded: (from the traced code, through ``torch.export``) the budget is
             spent.
     """
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch.fx.experimental import symbolic_shapes
 
+    ShapeEnv = symbolic_shapes.ShapeEnv
     clock = SymbolicClock(budget=float(seconds))
     originals = {name: ShapeEnv.__dict__[name] for name in _TIMED_METHODS}
+    # the wrappers' frames are not the model's code: a data-dependent guard error's "Caused by"
+    # line must still name the model's line (torch skips the files in this cached set)
+    skipped = symbolic_shapes.uninteresting_files()
+    added = __file__ not in skipped
     try:
+        skipped.add(__file__)
         for name, method in originals.items():
             setattr(ShapeEnv, name, clock.timed(method))
         yield clock
     finally:
         for name, method in originals.items():
             setattr(ShapeEnv, name, method)
+        if added:
+            skipped.discard(__file__)
 
 
 def budget_exceeded(error: BaseException) -> SymbolicBudgetExceeded | None:
