@@ -21,6 +21,9 @@ and the upstream bug:
 - :mod:`.python_sym_ops` — FX program fix (``fx_program_fixes``): the edge verifier rejects the
   Python symbolic-size functions (``torch.sym_max``, ...) that ExecuTorch runs as prim ops; the
   lowering admits the ones the program calls.
+- :mod:`.symbolic_empty` — FX node fix (``fx_node_fixes``): ``new_empty`` / ``empty`` of a
+  symbolic size, which the dim-order pass specialises to the example's size (multi-head latent
+  attention), becomes ``full(size, 0)``.
 - :mod:`.view_after_sdpa` — FX node fix (``fx_node_fixes``): a ``view`` of an attention output
   that the SDPA decomposition makes non-viewable (GPT-2).
 """
@@ -33,6 +36,7 @@ from . import (
     list_return_validator,
     missing_kernels,
     python_sym_ops,
+    symbolic_empty,
     view_after_sdpa,
     xnnpack_max_dim,
     xnnpack_reshape_dims,
@@ -44,6 +48,7 @@ __all__ = [
     "list_return_validator",
     "missing_kernels",
     "python_sym_ops",
+    "symbolic_empty",
     "view_after_sdpa",
     "xnnpack_max_dim",
     "xnnpack_reshape_dims",
