@@ -9,22 +9,13 @@ import pytest
 import torch
 
 import export_executorch
+from _scatter import ScatterReduce
 from export_core import LoweringError, RuntimeLoadError
 from export_core.registry import withheld
 from export_executorch.workarounds.missing_kernels import bucketize, scatter_reduce
 
 FIX = "decompose_missing_kernels"
 REDUCTIONS = ("sum", "mean", "prod", "amax", "amin")
-
-
-class ScatterReduce(torch.nn.Module):
-    def __init__(self, reduce: str, include_self: bool, dim: int = 0):
-        super().__init__()
-        self.reduce, self.include_self, self.dim = reduce, include_self, dim
-
-    def forward(self, base, src, index):
-        return base.scatter_reduce(self.dim, index, src, reduce=self.reduce,
-                                   include_self=self.include_self)
 
 
 class Bucketize(torch.nn.Module):

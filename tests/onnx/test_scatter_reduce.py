@@ -9,20 +9,11 @@ import pytest
 import torch
 
 import export_onnx
+from _scatter import ScatterReduce
 from export_core import ValidationError
 from export_core.registry import withheld
 
 TRANSLATION = "aten_scatter_reduce_with_mean"
-
-
-class ScatterReduce(torch.nn.Module):
-    def __init__(self, reduce: str, include_self: bool, dim: int = 0):
-        super().__init__()
-        self.reduce, self.include_self, self.dim = reduce, include_self, dim
-
-    def forward(self, base, src, index):
-        return base.scatter_reduce(self.dim, index, src, reduce=self.reduce,
-                                   include_self=self.include_self)
 
 
 def _inputs(g: torch.Generator, dim: int, rows: int, dtype: torch.dtype, larger_src: bool):

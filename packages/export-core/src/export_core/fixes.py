@@ -33,6 +33,7 @@ __all__ = [
     "apply_fx_node_fixes",
     "apply_fx_program_fixes",
     "apply_program_fixes",
+    "called_targets",
     "iter_graph_modules",
 ]
 
@@ -90,6 +91,18 @@ class FixesApplied:
 def iter_graph_modules(gm: torch.fx.GraphModule) -> list[torch.fx.GraphModule]:
     """``gm`` and every nested ``GraphModule`` (cond/while branches, HOP bodies)."""
     return [m for m in gm.modules() if isinstance(m, torch.fx.GraphModule)]
+
+
+def called_targets(program: Any, targets: Any) -> set[Any]:
+    """The members of ``targets`` (op overloads or functions) that ``program`` (an
+    ``ExportedProgram`` or a ``GraphModule``, nested graphs included) calls."""
+    root = program.graph_module if hasattr(program, "graph_module") else program
+    return {
+        node.target
+        for gm in iter_graph_modules(root)
+        for node in gm.graph.nodes
+        if node.op == "call_function" and node.target in targets
+    }
 
 
 def _matches(targets: tuple[Any, ...], node: torch.fx.Node) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from export_core.fixes import FixContext, FixResult, iter_graph_modules
+from export_core.fixes import FixContext, FixResult, called_targets
 from export_core.registry import register_fx_program_fix
 
 from ..stages import BACKEND
@@ -161,13 +161,8 @@ def decompose_missing_kernels(program: torch.export.ExportedProgram, context: Fi
     Source: https://github.com/pytorch/executorch/issues/11330
     """
     del context
-    called = sorted({
-        str(node.target)
-        for gm in iter_graph_modules(program.graph_module)
-        for node in gm.graph.nodes
-        if node.op == "call_function" and node.target in _DECOMPOSITIONS
-    })
+    called = called_targets(program, _DECOMPOSITIONS)
     if not called:
         return FixResult(program, False)
-    table = {op: fn for op, fn in _DECOMPOSITIONS.items() if str(op) in called}
-    return FixResult(program.run_decompositions(table), True, called)
+    table = {op: fn for op, fn in _DECOMPOSITIONS.items() if op in called}
+    return FixResult(program.run_decompositions(table), True, sorted(str(op) for op in called))

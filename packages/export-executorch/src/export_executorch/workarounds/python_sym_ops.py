@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from export_core.fixes import FixContext, FixResult, iter_graph_modules
+from export_core.fixes import FixContext, FixResult, called_targets
 from export_core.registry import register_fx_program_fix
 
 from ..stages import BACKEND
@@ -94,12 +94,7 @@ def admit_python_sym_ops(program: torch.export.ExportedProgram, context: FixCont
     Source: https://github.com/pytorch/executorch/issues/11988
     """
     del context
-    called = {
-        node.target
-        for gm in iter_graph_modules(program.graph_module)
-        for node in gm.graph.nodes
-        if node.op == "call_function" and node.target in PYTHON_SYM_FUNCTIONS
-    }
+    called = called_targets(program, PYTHON_SYM_FUNCTIONS)
     if not called:
         return FixResult(program, False)
     runnable = called & _mapped_by_executorch()
