@@ -109,7 +109,8 @@ def test_derived_cap_below_the_example_is_raised_but_an_option_is_not() -> None:
 
 def test_workarounds_are_registered_with_reason_and_upstream() -> None:
     assert workarounds.__all__ == ["EXECUTORCH_STAGES", "dim_bounds", "list_return_validator",
-                                   "view_after_sdpa", "xnnpack_reshape_dims"]
+                                   "missing_kernels", "python_sym_ops", "symbolic_empty",
+                                   "view_after_sdpa", "xnnpack_max_dim", "xnnpack_reshape_dims"]
     rows = {r.name: r for r in describe(["executorch"])}
     patch = rows["executorch:executorch.exir.verification.arg_validator.EdgeOpArgValidator.call_function"]
     assert patch.kind == "patch" and patch.resolvable, patch.problem
@@ -119,6 +120,12 @@ def test_workarounds_are_registered_with_reason_and_upstream() -> None:
     assert fix.upstream == "https://github.com/pytorch/pytorch/issues/136543"
     bounds = rows["bound_dynamic_dims"]
     assert bounds.kind == "fx_program_fix" and bounds.stage == "fx_program_fixes"
+    for name in ("decompose_missing_kernels", "admit_python_sym_ops"):
+        assert rows[name].kind == "fx_program_fix" and rows[name].stage == "fx_program_fixes"
+    assert rows["symbolic_empty_as_zeros"].kind == "fx_node_fix"
+    max_dim = rows["executorch.xnnpack:executorch.backends.xnnpack.partition.config.node_configs"
+                   ".MaxDimConfig.check_constraints"]
+    assert max_dim.kind == "patch" and max_dim.resolvable, max_dim.problem
     assert all(r.reason and r.upstream.startswith("https://github.com/") for r in rows.values())
 
 
