@@ -14,6 +14,10 @@ such nodes as soon as batch and sequence are both dynamic:
   such a convolution stack.
 - ``UnsqueezeCopyConfig`` (ExecuTorch 1.5) admits every ``unsqueeze`` on the trailing dimension,
   e.g. a padding mask ``(batch, seq)`` made ``(batch, seq, 1)``.
+- ``BatchNormConfig`` admits a ``BatchNorm1d`` on ``(batch, channels, time)``. XNNPACK's
+  ``DecomposeBatchNorm`` turns it into a depthwise 1-d convolution, which ``Conv1dUnsqueezePass``
+  then wraps as above. Conformer convolution modules (Parakeet, Canary, SeamlessM4T, LASR,
+  wav2vec2-conformer) end in one.
 
 The patches make the partitioner check what the serializer checks: such a node stays outside the
 delegate and runs on the portable kernels; a static or one-dynamic-dimension node is delegated
@@ -37,6 +41,7 @@ from export_core.registry import register_patch
 
 __all__ = [
     "MAX_DYNAMIC_DIMS",
+    "batch_norm_1d_with_one_dynamic_dim",
     "conv1d_inputs_with_one_dynamic_dim",
     "dynamic_dims",
     "unsqueeze_with_one_dynamic_dim",
@@ -113,3 +118,31 @@ def unsqueeze_with_one_dynamic_dim(original: Any) -> Any:
         https://github.com/pytorch/executorch/pull/19261
     """
     return _rejecting(original, lambda node: dynamic_dims(node) > MAX_DYNAMIC_DIMS)
+
+
+@register_patch(
+    "executorch.xnnpack",
+    f"{_CONFIGS}.node_configs.BatchNormConfig.check_constraints",
+    stage="executorch_patches",
+    reason="the XNNPACK partitioner delegates BatchNorm1d on (batch, channels, time) with two "
+    "dynamic dimensions; XNNPACK decomposes it into a 1-d convolution behind an unsqueeze that "
+    "static_reshape cannot serialize, so lowering fails ('XNNPACK reshape only supports 1 "
+    "dynamic dimension')",
+    upstream="https://github.com/pytorch/executorch/issues/11449",
+)
+def batch_norm_1d_with_one_dynamic_dim(original: Any) -> Any:
+    """Wrap ``BatchNormConfig.check_constraints(self, node, ep) -> bool`` to answer ``False``
+    for a batch norm whose input ``(batch, channels)`` or ``(batch, channels, time)`` has more
+    than :data:`MAX_DYNAMIC_DIMS` symbolic dimensions (its decomposition is a 1-d convolution,
+    run as a 2-d one behind an ``unsqueeze``). A 4-d ``BatchNorm2d`` input is not affected.
+
+    Source:
+        https://github.com/pytorch/executorch/issues/11449
+    """
+
+    def needs_wide_reshape(node: torch.fx.Node) -> bool:
+        source = node.args[0] if node.args else None
+        val = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+        return getattr(val, "dim", lambda: 4)() < 4 and dynamic_dims(source) > MAX_DYNAMIC_DIMS
+
+    return _rejecting(original, needs_wide_reshape)
