@@ -1,7 +1,8 @@
 """Ops ExecuTorch has no kernel for, decomposed before lowering (``decompose_missing_kernels``):
 ``scatter_reduce`` with every reduction (shared case 21: ``amax`` without ``self``) and
-``bucketize`` (shared case 22), each compared with eager in the ExecuTorch runtime at two or more
-shapes; without the fix the program does not load (scatter_reduce) or lower (bucketize)."""
+``bucketize`` (shared case 22) and ``conv3d`` (video patch embeddings), each compared with eager
+in the ExecuTorch runtime at two or more shapes; without the fix the program does not load
+(scatter_reduce), lower (bucketize) or run (conv3d)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import export_executorch
 from _scatter import ScatterReduce
 from export_core import LoweringError, RuntimeLoadError
 from export_core.registry import withheld
-from export_executorch.workarounds.missing_kernels import bucketize, scatter_reduce
+from export_executorch.workarounds.missing_kernels import bucketize, conv3d, scatter_reduce
 
 FIX = "decompose_missing_kernels"
 REDUCTIONS = ("sum", "mean", "prod", "amax", "amin")
@@ -25,6 +26,25 @@ class Bucketize(torch.nn.Module):
 
     def forward(self, x, boundaries):
         return torch.bucketize(x, boundaries, right=self.right, out_int32=self.out_int32)
+
+
+class Tubelets(torch.nn.Module):
+    """A video patch embedding: ``pixel_values_videos`` (batch, 3, frames, 16, 16) float32 ->
+    a ``Conv3d`` -> (batch, tokens, 8)."""
+
+    def __init__(self, kernel=(2, 4, 4), stride=(2, 4, 4), padding=0, dilation=1, groups=1):
+        super().__init__()
+        self.conv = torch.nn.Conv3d(3 * groups, 8, kernel, stride=stride, padding=padding,
+                                    dilation=dilation, groups=groups)
+        self.groups = groups
+
+    def forward(self, pixel_values_videos):
+        x = pixel_values_videos.repeat(1, self.groups, 1, 1, 1)
+        return self.conv(x).flatten(2).transpose(1, 2)
+
+
+def _video(batch: int, frames: int, seed: int) -> tuple[torch.Tensor]:
+    return (torch.randn(batch, 3, frames, 16, 16, generator=torch.Generator().manual_seed(seed)),)
 
 
 def _scatter_inputs(g: torch.Generator, dim: int, rows: int, dtype: torch.dtype = torch.float32):
@@ -102,6 +122,51 @@ def test_bucketize_runs_in_executorch(right):
     assert FIX in report["fixes"]["applied"]
 
 
+CONV3D_VARIANTS = {
+    "tubelet": dict(kernel_size=(2, 4, 4), stride=(2, 4, 4)),
+    "padded-dilated-grouped": dict(kernel_size=3, stride=(1, 2, 1), padding=(1, 2, 0),
+                                   dilation=(2, 1, 1), groups=2),
+    "same-even-kernel": dict(kernel_size=(2, 2, 4), padding="same", dilation=(3, 1, 1)),
+    "valid": dict(kernel_size=(3, 1, 1), padding="valid", groups=4),
+}
+
+
+@pytest.mark.parametrize("variant", CONV3D_VARIANTS)
+def test_conv3d_decomposition_equals_eager(variant):
+    g = torch.Generator().manual_seed(4)
+    options = dict(CONV3D_VARIANTS[variant])
+    kernel = options.pop("kernel_size")
+    kernel = kernel if isinstance(kernel, tuple) else (kernel,) * 3
+    groups = options.get("groups", 1)
+    weight = torch.randn(8, 8 // groups, *kernel, generator=g)
+    for bias in (torch.randn(8, generator=g), None):
+        for x in (torch.randn(2, 8, 9, 12, 10, generator=g), torch.randn(8, 7, 8, 9, generator=g)):
+            want = torch.nn.functional.conv3d(x, weight, bias, **options)
+            got = conv3d(x, weight, bias, **options)
+            assert got.shape == want.shape
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("backend", ["xnnpack", "portable"])
+def test_conv3d_over_dynamic_batch_and_frames_runs_in_executorch(backend):
+    torch.manual_seed(0)
+    model = Tubelets().eval()
+    result = export_executorch.export(model, _video(2, 8, 0), backend=backend,
+                                      validation_inputs=[_video(3, 12, 1), _video(1, 4, 2)])
+    report = result.report
+    assert report["validation"]["passed"] is True
+    assert [c["shapes"]["0"][:3] for c in report["validation"]["checks"]][:3] == [
+        [2, 3, 8], [3, 3, 12], [1, 3, 4]]
+    assert FIX in report["fixes"]["applied"]
+
+
+def test_conv3d_with_padding_in_time_and_groups_runs_in_executorch():
+    torch.manual_seed(0)
+    model = Tubelets(kernel=3, stride=(1, 2, 2), padding=(1, 1, 1), groups=2).eval()
+    result = export_executorch.export(model, _video(2, 6, 3), validation_inputs=[_video(3, 9, 4)])
+    assert result.report["validation"]["passed"] is True
+
+
 def test_without_the_fix_executorch_cannot_run_them():
     g = torch.Generator().manual_seed(3)
     with withheld("executorch", FIX):
@@ -109,3 +174,5 @@ def test_without_the_fix_executorch_cannot_run_them():
             export_executorch.export(ScatterReduce("amax", False).eval(), _scatter_inputs(g, 0, 4))
         with pytest.raises(LoweringError, match="bucketize"):
             export_executorch.export(Bucketize().eval(), (torch.randn(2, 3), torch.tensor([0.0, 1.0])))
+        with pytest.raises(RuntimeLoadError, match="3-D or 4-D"):
+            export_executorch.export(Tubelets().eval(), _video(2, 8, 0))

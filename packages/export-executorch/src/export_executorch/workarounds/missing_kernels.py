@@ -7,6 +7,10 @@
   the destinations (memory: ``self.shape[dim] * index.numel()`` elements).
 - ``aten.bucketize.Tensor`` is not Core ATen (``SpecViolationError`` at lowering) and has no
   kernel either (executorch#20270): it becomes a comparison against the boundaries and a sum.
+- ``aten.conv3d`` (video patch embeddings: ViViT, TimeSformer-style tubelets, VideoPrism): the
+  portable ``convolution.out`` takes 3-d and 4-d inputs only ("Expect input tensor to be 3-D or
+  4-D, but got, 5"; executorch#11704, its fix was reverted) and XNNPACK delegates 2-d
+  convolutions only. It becomes one 2-d convolution per temporal kernel tap, summed.
 
 The fix runs ``ExportedProgram.run_decompositions`` with these functions only, and only when the
 program calls one of the ops; every other node is left as it was.
@@ -16,6 +20,7 @@ Source: https://github.com/pytorch/executorch/issues/11330
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -25,7 +30,7 @@ from export_core.registry import register_fx_program_fix
 
 from ..stages import BACKEND
 
-__all__ = ["bucketize", "decompose_missing_kernels", "scatter_reduce"]
+__all__ = ["bucketize", "conv3d", "decompose_missing_kernels", "scatter_reduce"]
 
 _aten = torch.ops.aten
 
@@ -134,21 +139,96 @@ def bucketize(
     return count
 
 
+def _triple(value: int | Sequence[int]) -> tuple[int, int, int]:
+    if isinstance(value, int):
+        return (value, value, value)
+    values = tuple(value)
+    return values * 3 if len(values) == 1 else values  # type: ignore[return-value]
+
+
+def conv3d(
+    input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+    stride: int | Sequence[int] = 1, padding: int | Sequence[int] | str = 0,
+    dilation: int | Sequence[int] = 1, groups: int = 1,
+) -> torch.Tensor:
+    """``aten.conv3d`` (both overloads: padding as sizes or ``"valid"`` / ``"same"``) as a sum
+    of 2-d convolutions, one per temporal tap of the kernel.
+
+    Output frame ``t`` is ``sum_k conv2d(x[:, :, t * stride_t + k * dilation_t], weight[:, :, k])``;
+    the frames of each tap are gathered with one strided slice and run as a batch of
+    ``batch * frames_out`` images.
+
+    Args:
+        input: ``(batch, in_channels, frames, height, width)`` or unbatched
+            ``(in_channels, frames, height, width)``, floating point.
+        weight: ``(out_channels, in_channels / groups, kt, kh, kw)``.
+        bias: ``(out_channels,)`` or None.
+        stride, padding, dilation: an int or three, ``(time, height, width)``; ``padding``
+            may be ``"valid"`` or ``"same"`` (zeros split as ``torch`` splits them).
+        groups: the channel groups.
+
+    Returns:
+        ``(batch, out_channels, frames_out, height_out, width_out)`` (unbatched: no batch),
+        equal to ``torch.nn.functional.conv3d`` up to float summation order.
+
+    Source: https://github.com/pytorch/executorch/issues/11704
+    """
+    stride, dilation = _triple(stride), _triple(dilation)
+    kernel = tuple(weight.shape[2:])
+    unbatched = input.dim() == 4
+    x = input.unsqueeze(0) if unbatched else input
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = (0, 0, 0)
+        elif padding == "same":
+            pad: list[int] = []
+            for k, d in reversed(list(zip(kernel, dilation, strict=True))):
+                total = d * (k - 1)
+                pad += [total // 2, total - total // 2]
+            x = torch.nn.functional.pad(x, pad)
+            padding = (0, 0, 0)
+        else:
+            raise ValueError(f"conv3d: unknown padding {padding!r}")
+    padding = _triple(padding)
+    if padding[0]:
+        x = torch.nn.functional.pad(x, (0, 0, 0, 0, padding[0], padding[0]))
+    batch, channels, frames, height, width = x.shape
+    frames_out = (frames - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
+    per_tap = []
+    for k in range(kernel[0]):
+        start = k * dilation[0]
+        taps = x[:, :, start:start + stride[0] * (frames_out - 1) + 1:stride[0]]
+        images = taps.transpose(1, 2).reshape(batch * frames_out, channels, height, width)
+        per_tap.append(torch.nn.functional.conv2d(images, weight[:, :, k], None, stride[1:],
+                                                  padding[1:], dilation[1:], groups))
+    out = per_tap[0]
+    for y in per_tap[1:]:
+        out = out + y
+    out = out.reshape(batch, frames_out, *out.shape[1:]).transpose(1, 2)
+    if bias is not None:
+        out = out + bias.view(1, -1, 1, 1, 1)
+    return out.squeeze(0) if unbatched else out
+
+
 _DECOMPOSITIONS = {
     _aten.scatter_reduce.two: scatter_reduce,
     _aten.bucketize.Tensor: bucketize,
+    _aten.conv3d.default: conv3d,
+    _aten.conv3d.padding: conv3d,
 }
 """Op overload -> its decomposition into ops ExecuTorch runs."""
 
 
 @register_fx_program_fix(
     BACKEND,
-    reason="ExecuTorch has no kernel for scatter_reduce.two (the program fails to load) nor for "
-    "bucketize.Tensor (not Core ATen: lowering fails); both decompose into ops it runs",
+    reason="ExecuTorch has no kernel for scatter_reduce.two (the program fails to load), "
+    "bucketize.Tensor (not Core ATen: lowering fails) or conv3d (the portable convolution takes "
+    "3-d and 4-d inputs only: the program fails at run time); each decomposes into ops it runs",
     upstream="https://github.com/pytorch/executorch/issues/11330",
 )
 def decompose_missing_kernels(program: torch.export.ExportedProgram, context: FixContext) -> FixResult:
-    """Decompose the program's ``scatter_reduce.two`` and ``bucketize.Tensor`` calls.
+    """Decompose the program's ``scatter_reduce.two``, ``bucketize.Tensor`` and ``conv3d``
+    calls.
 
     Args:
         program: the captured ``ExportedProgram``.
