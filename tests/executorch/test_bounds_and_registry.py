@@ -115,7 +115,7 @@ def test_workarounds_are_registered_with_reason_and_upstream() -> None:
     patch = rows["executorch:executorch.exir.verification.arg_validator.EdgeOpArgValidator.call_function"]
     assert patch.kind == "patch" and patch.resolvable, patch.problem
     assert patch.stage == "executorch_patches" and patch.stage_number == 3
-    fix = rows["clone_before_view_of_attention"]
+    fix = rows["pin_attention_layout_for_views"]
     assert fix.kind == "fx_node_fix" and fix.stage == "fx_node_fixes"
     assert fix.upstream == "https://github.com/pytorch/pytorch/issues/136543"
     bounds = rows["bound_dynamic_dims"]

@@ -24,8 +24,8 @@ and the upstream bug:
 - :mod:`.symbolic_empty` — FX node fix (``fx_node_fixes``): ``new_empty`` / ``empty`` of a
   symbolic size, which the dim-order pass specialises to the example's size (multi-head latent
   attention), becomes ``full(size, 0)``.
-- :mod:`.view_after_sdpa` — FX node fix (``fx_node_fixes``): a ``view`` of an attention output
-  that the SDPA decomposition makes non-viewable (GPT-2).
+- :mod:`.view_after_sdpa` — FX node fix (``fx_node_fixes``): views of an attention output that
+  the SDPA decomposition would make non-viewable (GPT-2, ViViT): the captured layout is pinned.
 """
 
 from __future__ import annotations

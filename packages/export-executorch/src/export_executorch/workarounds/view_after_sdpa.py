@@ -1,18 +1,22 @@
-"""FX node fix: a ``view`` of an attention output that ExecuTorch's SDPA decomposition breaks.
+"""FX node fix: views of an attention output that ExecuTorch's SDPA decomposition breaks.
 
 The CPU kernel behind ``scaled_dot_product_attention`` returns ``(N, H, L, E)`` laid out as
-``(N, L, H, E)``, so model code that transposes the output back to ``(N, L, H, E)`` and merges
-the heads gets a contiguous tensor; ``contiguous()`` calls vanish from the captured graph and a
-later ``view`` (GPT-2's ``Conv1D``: ``x.view(-1, x.size(-1))``) is recorded as valid.
-``to_edge_transform_and_lower`` then decomposes SDPA with torch's decomposition, which lays the
-output out as ``(L, N, H, E)`` (the ``nn.MultiheadAttention`` layout). Re-tracing the recorded
-``view`` on that layout fails: ``Cannot view a tensor with shape [s0, s1, 32] and strides
-(32, 32*s0, 1) as a tensor with shape (s0*s1, 32)``.
+``(N, L, H, E)``. The captured graph's views are resolved on that layout: ``contiguous()``
+calls vanish (GPT-2's ``transpose(1, 2).contiguous().view(-1, hidden)``), and ``reshape`` calls
+become ``view`` where that layout allows one (ViViT's ``reshape`` / ``transpose`` / ``reshape``
+after a re-trace such as the program fix ``decompose_missing_kernels``).
+``to_edge_transform_and_lower`` first decomposes everything but SDPA on that layout, then
+decomposes SDPA with torch's decomposition, which lays its output out otherwise; re-tracing a
+recorded ``view`` then fails: ``Cannot view a tensor with shape [s0, s1, 4, 4] and strides (16,
+16*s0, 4, 1) as a tensor with shape (s0*s1, 16)``.
 
-The fix gives such a ``view`` a contiguous input: ``view(x, shape)`` becomes
-``view(clone(x, memory_format=contiguous_format), shape)``, only where ``x`` derives from an SDPA
-output through shape-only ops (``view``, ``reshape``, ``transpose``, ``permute``, ...). The clone
-is one copy of the attention output per layer.
+The fix pins the layout the graph was captured with: the SDPA output is copied into that layout
+(``transpose(1, 2)``, a contiguous ``clone``, ``transpose(1, 2)`` for the CPU kernel's layout; a
+contiguous ``clone`` for a contiguous one), so every view of it stays valid whatever layout the
+decomposition produces. It acts only on an SDPA output that reaches a ``view`` through shape-only
+ops (``view``, ``reshape``, ``transpose``, ``permute``, ...): one copy per attention layer.
+(Placing a contiguous ``clone`` before the ``view`` instead changes the layout later views of
+the same chain see, and breaks them.)
 
 Source: https://github.com/pytorch/pytorch/issues/136543
 """
@@ -25,7 +29,7 @@ import torch
 
 from export_core.registry import register_fx_node_fix
 
-__all__ = ["clone_before_view_of_attention"]
+__all__ = ["pin_attention_layout_for_views"]
 
 _aten = torch.ops.aten
 
@@ -44,57 +48,90 @@ _SHAPE_ONLY = {
     _aten.flatten.using_ints,
     _aten.unflatten.int,
 }
+_PINNED = "export_executorch.attention_layout_pinned"
+"""``node.meta`` key set on an SDPA output whose layout this fix pinned."""
 
 
-def _from_attention(node: torch.fx.Node, depth: int = 8) -> bool:
-    """Whether ``node`` is an SDPA output reached through at most ``depth`` shape-only ops."""
+def _attention_output(node: torch.fx.Node, depth: int = 8) -> torch.fx.Node | None:
+    """The SDPA output (the SDPA node, or its ``getitem(…, 0)`` for the CPU kernel's tuple) that
+    ``node`` derives from through at most ``depth`` shape-only ops; None if it does not."""
     for _ in range(depth):
         if node.op != "call_function":
-            return False
+            return None
         if node.target is operator.getitem:
-            node = node.args[0]
+            source = node.args[0]
+            if isinstance(source, torch.fx.Node) and source.target in _SDPA:
+                return node
+            node = source
             continue
         if node.target in _SDPA:
-            return True
+            return node
         if node.target not in _SHAPE_ONLY:
-            return False
+            return None
         node = node.args[0]
-    return False
+    return None
+
+
+def _call(graph: torch.fx.Graph, target: torch._ops.OpOverload, args: tuple, kwargs: dict,
+          like: torch.fx.Node) -> torch.fx.Node:
+    node = graph.call_function(target, args, kwargs)
+    fake = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
+    node.meta["val"] = target(*fake, **kwargs)
+    for key in ("stack_trace", "nn_module_stack", "source_fn_stack", "torch_fn"):
+        if key in like.meta:
+            node.meta[key] = like.meta[key]
+    return node
+
+
+def _pin_layout(output: torch.fx.Node) -> bool:
+    """Copy ``output`` (an SDPA output ``(N, H, L, E)``) into the layout it was captured with;
+    False when that layout is neither the CPU kernel's nor contiguous (left as it is)."""
+    val = output.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.dim() != 4:
+        return False
+    users = list(output.users)
+    graph = output.graph
+    contiguous = {"memory_format": torch.contiguous_format}
+    with graph.inserting_after(output):
+        if val.is_contiguous():
+            pinned = _call(graph, _aten.clone.default, (output,), contiguous, output)
+        elif val.transpose(1, 2).is_contiguous():
+            swapped = _call(graph, _aten.transpose.int, (output, 1, 2), {}, output)
+            with graph.inserting_after(swapped):
+                copied = _call(graph, _aten.clone.default, (swapped,), contiguous, output)
+            with graph.inserting_after(copied):
+                pinned = _call(graph, _aten.transpose.int, (copied, 1, 2), {}, output)
+        else:
+            return False
+    for user in users:
+        user.replace_input_with(output, pinned)
+    output.meta[_PINNED] = True
+    return True
 
 
 @register_fx_node_fix(
     "executorch",
     _aten.view.default,
-    reason="ExecuTorch decomposes SDPA into a (L, N, H, E) layout, so a view of the attention "
-    "output that was valid at capture cannot be re-traced during to_edge (GPT-2's Conv1D)",
+    reason="ExecuTorch decomposes SDPA into another layout than the one the captured views of "
+    "its output were resolved on, so re-tracing such a view during to_edge fails (GPT-2's "
+    "Conv1D, ViViT after a re-trace)",
     upstream="https://github.com/pytorch/pytorch/issues/136543",
 )
-def clone_before_view_of_attention(node: torch.fx.Node) -> bool:
-    """Insert a contiguous ``clone`` between an attention output and a ``view`` of it.
+def pin_attention_layout_for_views(node: torch.fx.Node) -> bool:
+    """Pin the captured layout of the SDPA output that the ``view`` ``node`` derives from.
 
     Args:
         node: an ``aten.view.default(x, shape)`` call; ``x`` a float tensor, e.g.
-            ``(batch, seq, hidden)`` merged from ``(batch, seq, heads, head_dim)``.
+            ``(batch, seq, heads, head_dim)`` to be merged into ``(batch, seq, hidden)``.
 
     Returns:
-        True when a clone was inserted (``x`` derives from an SDPA output through shape-only
-        ops and is not already a clone).
+        True when this call pinned a layout (``x`` derives from an SDPA output ``(batch, heads,
+        seq, head_dim)`` through shape-only ops, and that output was not pinned yet).
 
     Source: https://github.com/pytorch/pytorch/issues/136543
     """
     source = node.args[0]
-    if not isinstance(source, torch.fx.Node) or not _from_attention(source):
+    output = _attention_output(source) if isinstance(source, torch.fx.Node) else None
+    if output is None or output.meta.get(_PINNED):
         return False
-    graph = node.graph
-    with graph.inserting_before(node):
-        clone = graph.call_function(
-            _aten.clone.default, (source,), {"memory_format": torch.contiguous_format}
-        )
-    val = source.meta.get("val")
-    if isinstance(val, torch.Tensor):
-        clone.meta["val"] = val.clone(memory_format=torch.contiguous_format)
-    for key in ("stack_trace", "nn_module_stack", "source_fn_stack", "torch_fn"):
-        if key in node.meta:
-            clone.meta[key] = node.meta[key]
-    node.replace_input_with(source, clone)
-    return True
+    return _pin_layout(output)
