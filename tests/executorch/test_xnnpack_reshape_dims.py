@@ -8,6 +8,7 @@ from torch.export import Dim
 
 import export_executorch
 from export_core.errors import LoweringError
+from export_core.patching import PatchSession
 from export_core.registry import withheld
 from export_executorch.workarounds import xnnpack_reshape_dims as w
 
@@ -59,11 +60,16 @@ def test_unsqueeze_with_two_dynamic_dims_is_rejected() -> None:
     ep = torch.export.export(Mask(), (torch.ones(2, 5),), dynamic_shapes=({0: Dim.AUTO, 1: Dim.AUTO},))
     node = next(n for n in ep.graph.nodes if n.target == torch.ops.aten.unsqueeze.default)
     assert w.dynamic_dims(node) == 2
-    check = w.unsqueeze_with_one_dynamic_dim(lambda self, node, ep: True)
-    assert check(None, node, ep) is False
+    static_session, session = PatchSession(), PatchSession()
     static = torch.export.export(Mask(), (torch.ones(2, 5),))
-    node = next(n for n in static.graph.nodes if n.target == torch.ops.aten.unsqueeze.default)
-    assert w.dynamic_dims(node) == 0 and check(None, node, static) is True
+    static_node = next(n for n in static.graph.nodes if n.target == torch.ops.aten.unsqueeze.default)
+    check = w.unsqueeze_with_one_dynamic_dim(lambda self, node, ep: True, static_session)
+    assert w.dynamic_dims(static_node) == 0 and check(None, static_node, static) is True
+    assert static_session.fired == []  # fired only when it turns a node away
+    check = w.unsqueeze_with_one_dynamic_dim(lambda self, node, ep: True, session)
+    assert check(None, node, ep) is False
+    assert session.fired == [f"executorch.xnnpack:{w._CONFIGS}.generic_node_configs.UnsqueezeCopyConfig"
+                             ".check_constraints"]
 
 
 BATCH_NORM_PATCH = f"{w._CONFIGS}.node_configs.BatchNormConfig.check_constraints"
@@ -126,7 +132,7 @@ def test_without_the_batch_norm_patch_xnnpack_lowering_fails() -> None:
 
 
 def test_batch_norm_with_one_dynamic_dim_or_on_images_stays_delegated() -> None:
-    check = w.batch_norm_1d_with_one_dynamic_dim(lambda self, node, ep: True)
+    check = w.batch_norm_1d_with_one_dynamic_dim(lambda self, node, ep: True, PatchSession())
 
     def batch_norm_node(ep: torch.export.ExportedProgram) -> torch.fx.Node:
         return next(n for n in ep.graph.nodes if "batch_norm" in str(n.target))

@@ -11,6 +11,9 @@ and the upstream bug:
 - :mod:`.xnnpack_reshape_dims` — ExecuTorch patches (``executorch_patches``, XNNPACK): the
   partitioner delegates 1-d convolutions and ``unsqueeze`` nodes that need a reshape with two
   dynamic dimensions, which XNNPACK cannot serialize (wav2vec2-style audio encoders).
+- :mod:`.xnnpack_passthrough` — ExecuTorch patches (``executorch_patches``, XNNPACK): the
+  partitioner delegates no-op clones whose removal leaves the delegate an output twice or an
+  input as an output (a permuted tensor that a ``reshape`` and another op both read).
 - :mod:`.xnnpack_max_dim` — ExecuTorch patch (``executorch_patches``, XNNPACK): the partitioner
   delegates ``max.dim`` reductions the XNNPACK serializer rejects (any axis but 2 / 3, or
   ``keepdim=False``).
@@ -39,6 +42,7 @@ from . import (
     symbolic_empty,
     view_after_sdpa,
     xnnpack_max_dim,
+    xnnpack_passthrough,
     xnnpack_reshape_dims,
 )
 
@@ -51,5 +55,6 @@ __all__ = [
     "symbolic_empty",
     "view_after_sdpa",
     "xnnpack_max_dim",
+    "xnnpack_passthrough",
     "xnnpack_reshape_dims",
 ]

@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from export_core.patching import MARKS_OWN_FIRING, PatchSession
 from export_core.registry import register_patch
 
 __all__ = [
@@ -53,6 +54,11 @@ MAX_DYNAMIC_DIMS = 1
 _CONFIGS = "executorch.backends.xnnpack.partition.config"
 
 
+def _patch_name(config: str) -> str:
+    """The registered name of the patch of ``<config>.check_constraints``."""
+    return f"executorch.xnnpack:{_CONFIGS}.{config}.check_constraints"
+
+
 def dynamic_dims(node: Any) -> int:
     """The number of symbolic dimensions of ``node``'s value (``meta["val"]``); 0 when it has
     none or is not an FX node."""
@@ -67,14 +73,22 @@ def _is_conv1d(node: torch.fx.Node) -> bool:
     return getattr(val, "dim", lambda: 0)() == 3
 
 
-def _rejecting(original: Any, reject: Callable[[torch.fx.Node], bool]) -> Any:
+def _rejecting(original: Any, reject: Callable[[torch.fx.Node], bool], session: PatchSession,
+               name: str) -> Any:
     """``original`` (a partitioner config's ``check_constraints(self, node, ep) -> bool``)
-    answering ``False`` for the nodes ``reject`` names."""
+    answering ``False`` for the nodes ``reject`` names; the patch ``name`` is marked fired in
+    ``session`` only when it turns a node away that ``original`` would have taken."""
 
     @functools.wraps(original)
     def check_constraints(self: Any, node: torch.fx.Node, ep: Any) -> bool:
-        return False if reject(node) else original(self, node, ep)
+        if not original(self, node, ep):
+            return False
+        if reject(node):
+            session.mark_fired(name)
+            return False
+        return True
 
+    setattr(check_constraints, MARKS_OWN_FIRING, True)
     return check_constraints
 
 
@@ -87,7 +101,7 @@ def _rejecting(original: Any, reject: Callable[[torch.fx.Node], bool]) -> Any:
     "cannot serialize, so lowering fails ('XNNPACK reshape only supports 1 dynamic dimension')",
     upstream="https://github.com/pytorch/executorch/issues/11449",
 )
-def conv1d_inputs_with_one_dynamic_dim(original: Any) -> Any:
+def conv1d_inputs_with_one_dynamic_dim(original: Any, session: PatchSession) -> Any:
     """Wrap ``ConvolutionConfig.check_constraints(self, node, ep) -> bool`` to answer ``False``
     for a 1-d convolution (weight ``(out_channels, in_channels, kernel)``) whose input
     ``(batch, channels, time)`` has more than :data:`MAX_DYNAMIC_DIMS` symbolic dimensions.
@@ -96,7 +110,8 @@ def conv1d_inputs_with_one_dynamic_dim(original: Any) -> Any:
         https://github.com/pytorch/executorch/issues/11449
     """
     return _rejecting(
-        original, lambda node: _is_conv1d(node) and dynamic_dims(node.args[0]) > MAX_DYNAMIC_DIMS
+        original, lambda node: _is_conv1d(node) and dynamic_dims(node.args[0]) > MAX_DYNAMIC_DIMS,
+        session, _patch_name("gemm_configs.ConvolutionConfig"),
     )
 
 
@@ -109,7 +124,7 @@ def conv1d_inputs_with_one_dynamic_dim(original: Any) -> Any:
     "reshape only supports 1 dynamic dimension')",
     upstream="https://github.com/pytorch/executorch/pull/19261",
 )
-def unsqueeze_with_one_dynamic_dim(original: Any) -> Any:
+def unsqueeze_with_one_dynamic_dim(original: Any, session: PatchSession) -> Any:
     """Wrap ``UnsqueezeCopyConfig.check_constraints(self, node, ep) -> bool`` to answer
     ``False`` for an ``unsqueeze_copy`` whose output has more than :data:`MAX_DYNAMIC_DIMS`
     symbolic dimensions.
@@ -117,7 +132,8 @@ def unsqueeze_with_one_dynamic_dim(original: Any) -> Any:
     Source:
         https://github.com/pytorch/executorch/pull/19261
     """
-    return _rejecting(original, lambda node: dynamic_dims(node) > MAX_DYNAMIC_DIMS)
+    return _rejecting(original, lambda node: dynamic_dims(node) > MAX_DYNAMIC_DIMS, session,
+                      _patch_name("generic_node_configs.UnsqueezeCopyConfig"))
 
 
 @register_patch(
@@ -130,7 +146,7 @@ def unsqueeze_with_one_dynamic_dim(original: Any) -> Any:
     "dynamic dimension')",
     upstream="https://github.com/pytorch/executorch/issues/11449",
 )
-def batch_norm_1d_with_one_dynamic_dim(original: Any) -> Any:
+def batch_norm_1d_with_one_dynamic_dim(original: Any, session: PatchSession) -> Any:
     """Wrap ``BatchNormConfig.check_constraints(self, node, ep) -> bool`` to answer ``False``
     for a batch norm whose input ``(batch, channels)`` or ``(batch, channels, time)`` has more
     than :data:`MAX_DYNAMIC_DIMS` symbolic dimensions (its decomposition is a 1-d convolution,
@@ -145,4 +161,4 @@ def batch_norm_1d_with_one_dynamic_dim(original: Any) -> Any:
         val = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
         return getattr(val, "dim", lambda: 4)() < 4 and dynamic_dims(source) > MAX_DYNAMIC_DIMS
 
-    return _rejecting(original, needs_wide_reshape)
+    return _rejecting(original, needs_wide_reshape, session, _patch_name("node_configs.BatchNormConfig"))
