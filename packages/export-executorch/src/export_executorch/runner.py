@@ -164,6 +164,9 @@ class ExecutorchRunner:
 
         Returns:
             The output leaves in flatten order, as CPU tensors (bfloat16 outputs as float32).
+            ``None`` leaves of the model's output (an unset ``ModelOutput`` field inside a
+            tuple, e.g. a hidden state a layer does not return) are dropped, as
+            :func:`export_core.validation.eager_leaves` drops them.
 
         Raises:
             RuntimeLoadError: ``execute`` failed (an input beyond its planned bound, a kernel
@@ -184,6 +187,8 @@ class ExecutorchRunner:
             ) from error
         out = []
         for o in outputs:
+            if o is None:
+                continue
             if isinstance(o, torch.Tensor):
                 o = o.detach().cpu()
                 if o.dtype == torch.bfloat16:
