@@ -204,14 +204,15 @@ def test_waveform_default_cap_grows_to_the_example_and_drops_larger_sets() -> No
                                  backend="portable", max_audio_samples=600)
 
 
-def test_none_leaves_of_the_output_are_not_artifact_outputs() -> None:
+def test_leaves_that_are_not_tensors_are_not_artifact_outputs() -> None:
     """A ``None`` inside the output tree (a ``ModelOutput`` tuple field a layer leaves unset)
-    is an output of the ExecuTorch program but no eager leaf: validation compares the tensors
-    (was: "artifact returned 3 outputs, eager 2"; PE-Audio, MaskFormer-Swin)."""
+    or a Python int (a spatial size) is an output of the ExecuTorch program but no eager leaf:
+    validation compares the tensors (was: "artifact returned 4 outputs, eager 2"; PE-Audio,
+    MaskFormer-Swin)."""
 
     class WithNone(torch.nn.Module):
-        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[None, torch.Tensor]]:
-            return x * 2, (None, x.sum(-1))
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[None, torch.Tensor, int]]:
+            return x * 2, (None, x.sum(-1), x.shape[1])
 
     result = export_executorch.export(WithNone().eval(), (torch.randn(2, 5),),
                                       validation_inputs=[(torch.randn(3, 7),)])

@@ -164,9 +164,9 @@ class ExecutorchRunner:
 
         Returns:
             The output leaves in flatten order, as CPU tensors (bfloat16 outputs as float32).
-            ``None`` leaves of the model's output (an unset ``ModelOutput`` field inside a
-            tuple, e.g. a hidden state a layer does not return) are dropped, as
-            :func:`export_core.validation.eager_leaves` drops them.
+            Leaves that are not tensors (``None`` in a ``ModelOutput`` tuple field a layer
+            leaves unset, Python ints such as MaskFormer-Swin's spatial dimensions) are
+            dropped, as :func:`export_core.validation.eager_leaves` drops them.
 
         Raises:
             RuntimeLoadError: ``execute`` failed (an input beyond its planned bound, a kernel
@@ -187,11 +187,8 @@ class ExecutorchRunner:
             ) from error
         out = []
         for o in outputs:
-            if o is None:
+            if not isinstance(o, torch.Tensor):
                 continue
-            if isinstance(o, torch.Tensor):
-                o = o.detach().cpu()
-                if o.dtype == torch.bfloat16:
-                    o = o.float()
-            out.append(o)
+            o = o.detach().cpu()
+            out.append(o.float() if o.dtype == torch.bfloat16 else o)
         return out
