@@ -16,6 +16,8 @@ Modules, one concern each:
 - :mod:`.all_true_check`: ``aten._is_all_true`` (tensor checks) rewritten in Core ATen ops at
   capture.
 - :mod:`.static_cache`: a static cache layer updated out of place (no input mutation).
+- :mod:`.dbrx_experts`: DBRX's experts as per-pair weight gathers and ``bmm`` (no loop over
+  the experts the routing hit).
 - :mod:`.fsmt_padding_mask`: FSMT's decoder padding mask kept as a tensor (no branch on
   whether the batch has padding).
 - :mod:`.moe_experts`: mixture-of-experts layers through the ``batched_mm`` experts
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 from . import (
                all_true_check,
+               dbrx_experts,
                fsmt_padding_mask,
                moe_experts,
                packed_vision_attention,
@@ -35,5 +38,5 @@ from . import (
 )
 
 __all__ = [
-    "all_true_check", "fsmt_padding_mask",
+    "all_true_check", "dbrx_experts", "fsmt_padding_mask",
     "moe_experts", "packed_vision_attention", "static_cache", "vision_position_ids", "vision_window_index"]
