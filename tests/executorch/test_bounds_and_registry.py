@@ -109,7 +109,7 @@ def test_derived_cap_below_the_example_is_raised_but_an_option_is_not() -> None:
 
 def test_workarounds_are_registered_with_reason_and_upstream() -> None:
     assert workarounds.__all__ == ["EXECUTORCH_STAGES", "dim_bounds", "list_return_validator",
-                                   "missing_kernels", "python_sym_ops", "symbolic_empty",
+                                   "missing_kernels", "partitioner_checks", "python_sym_ops", "symbolic_empty",
                                    "view_after_sdpa", "xnnpack_max_dim", "xnnpack_passthrough",
                                    "xnnpack_reshape_dims"]
     rows = {r.name: r for r in describe(["executorch"])}

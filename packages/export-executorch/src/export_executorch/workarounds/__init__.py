@@ -17,6 +17,8 @@ and the upstream bug:
 - :mod:`.xnnpack_max_dim` — ExecuTorch patch (``executorch_patches``, XNNPACK): the partitioner
   delegates ``max.dim`` reductions the XNNPACK serializer rejects (any axis but 2 / 3, or
   ``keepdim=False``).
+- :mod:`.partitioner_checks` — not a workaround: the rejecting ``check_constraints`` wrapper the
+  XNNPACK partitioner patches share.
 - :mod:`.dim_bounds` — FX program fix (``fx_program_fixes``): a finite range for every dynamic
   dimension, so ExecuTorch plans memory for the inputs the program must accept.
 - :mod:`.missing_kernels` — FX program fix (``fx_program_fixes``): ``scatter_reduce.two`` and
@@ -38,6 +40,7 @@ from . import (
     dim_bounds,
     list_return_validator,
     missing_kernels,
+    partitioner_checks,
     python_sym_ops,
     symbolic_empty,
     view_after_sdpa,
@@ -51,6 +54,7 @@ __all__ = [
     "dim_bounds",
     "list_return_validator",
     "missing_kernels",
+    "partitioner_checks",
     "python_sym_ops",
     "symbolic_empty",
     "view_after_sdpa",

@@ -14,18 +14,19 @@ Source: https://github.com/pytorch/executorch/issues/11449
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
 
-from export_core.patching import MARKS_OWN_FIRING, PatchSession
+from export_core.patching import PatchSession
 from export_core.registry import register_patch
+
+from .partitioner_checks import CONFIGS, rejecting, xnnpack_patch_name
 
 __all__ = ["max_dim_as_xnnpack_serializes_it", "xnnpack_serializes_max_dim"]
 
-_TARGET = "executorch.backends.xnnpack.partition.config.node_configs.MaxDimConfig.check_constraints"
-_NAME = f"executorch.xnnpack:{_TARGET}"
+_TARGET = f"{CONFIGS}.node_configs.MaxDimConfig.check_constraints"
+_NAME = xnnpack_patch_name("node_configs.MaxDimConfig")
 
 
 def xnnpack_serializes_max_dim(node: torch.fx.Node) -> bool:
@@ -51,15 +52,4 @@ def max_dim_as_xnnpack_serializes_it(original: Any, session: PatchSession) -> An
 
     Source: https://github.com/pytorch/executorch/issues/11449
     """
-
-    @functools.wraps(original)
-    def check_constraints(self: Any, node: torch.fx.Node, ep: Any) -> bool:
-        if not original(self, node, ep):
-            return False
-        if xnnpack_serializes_max_dim(node):
-            return True
-        session.mark_fired(_NAME)
-        return False
-
-    setattr(check_constraints, MARKS_OWN_FIRING, True)
-    return check_constraints
+    return rejecting(original, lambda node: not xnnpack_serializes_max_dim(node), session, _NAME)

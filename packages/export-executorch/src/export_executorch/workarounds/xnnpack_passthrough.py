@@ -16,17 +16,18 @@ Source: https://github.com/pytorch/executorch/issues/19152
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
 
-from export_core.patching import MARKS_OWN_FIRING, PatchSession
+from export_core.patching import PatchSession
 from export_core.registry import register_patch
+
+from .partitioner_checks import CONFIGS, rejecting, xnnpack_patch_name
 
 __all__ = ["clone_dim_order_not_a_passthrough", "clone_not_a_passthrough", "may_pass_through"]
 
-_CONFIGS = "executorch.backends.xnnpack.partition.config.generic_node_configs"
+_CONFIGS = f"{CONFIGS}.generic_node_configs"
 
 
 def may_pass_through(node: torch.fx.Node) -> bool:
@@ -36,22 +37,6 @@ def may_pass_through(node: torch.fx.Node) -> bool:
     if not isinstance(source, torch.fx.Node):
         return False
     return source.op == "placeholder" or len(source.users) > 1
-
-
-def _keeping_passthrough_clones(original: Any, session: PatchSession, config: str) -> Any:
-    name = f"executorch.xnnpack:{_CONFIGS}.{config}.check_constraints"
-
-    @functools.wraps(original)
-    def check_constraints(self: Any, node: torch.fx.Node, ep: Any) -> bool:
-        if not original(self, node, ep):
-            return False
-        if may_pass_through(node):
-            session.mark_fired(name)
-            return False
-        return True
-
-    setattr(check_constraints, MARKS_OWN_FIRING, True)
-    return check_constraints
 
 
 _REASON = (
@@ -76,7 +61,8 @@ def clone_dim_order_not_a_passthrough(original: Any, session: PatchSession) -> A
 
     Source: https://github.com/pytorch/executorch/issues/19152
     """
-    return _keeping_passthrough_clones(original, session, "CloneDimOrderConfig")
+    return rejecting(original, may_pass_through, session,
+                     xnnpack_patch_name("generic_node_configs.CloneDimOrderConfig"))
 
 
 @register_patch(
@@ -92,4 +78,5 @@ def clone_not_a_passthrough(original: Any, session: PatchSession) -> Any:
 
     Source: https://github.com/pytorch/executorch/issues/19152
     """
-    return _keeping_passthrough_clones(original, session, "CloneConfig")
+    return rejecting(original, may_pass_through, session,
+                     xnnpack_patch_name("generic_node_configs.CloneConfig"))

@@ -31,14 +31,14 @@ Source:
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from export_core.patching import MARKS_OWN_FIRING, PatchSession
+from export_core.patching import PatchSession
 from export_core.registry import register_patch
+
+from .partitioner_checks import CONFIGS, rejecting, xnnpack_patch_name
 
 __all__ = [
     "MAX_DYNAMIC_DIMS",
@@ -51,12 +51,7 @@ __all__ = [
 MAX_DYNAMIC_DIMS = 1
 """Dynamic dimensions XNNPACK ``static_reshape`` supports."""
 
-_CONFIGS = "executorch.backends.xnnpack.partition.config"
-
-
-def _patch_name(config: str) -> str:
-    """The registered name of the patch of ``<config>.check_constraints``."""
-    return f"executorch.xnnpack:{_CONFIGS}.{config}.check_constraints"
+_CONFIGS = CONFIGS
 
 
 def dynamic_dims(node: Any) -> int:
@@ -71,25 +66,6 @@ def _is_conv1d(node: torch.fx.Node) -> bool:
     weight = node.args[1] if len(node.args) > 1 else None
     val = weight.meta.get("val") if isinstance(weight, torch.fx.Node) else None
     return getattr(val, "dim", lambda: 0)() == 3
-
-
-def _rejecting(original: Any, reject: Callable[[torch.fx.Node], bool], session: PatchSession,
-               name: str) -> Any:
-    """``original`` (a partitioner config's ``check_constraints(self, node, ep) -> bool``)
-    answering ``False`` for the nodes ``reject`` names; the patch ``name`` is marked fired in
-    ``session`` only when it turns a node away that ``original`` would have taken."""
-
-    @functools.wraps(original)
-    def check_constraints(self: Any, node: torch.fx.Node, ep: Any) -> bool:
-        if not original(self, node, ep):
-            return False
-        if reject(node):
-            session.mark_fired(name)
-            return False
-        return True
-
-    setattr(check_constraints, MARKS_OWN_FIRING, True)
-    return check_constraints
 
 
 @register_patch(
@@ -109,9 +85,9 @@ def conv1d_inputs_with_one_dynamic_dim(original: Any, session: PatchSession) -> 
     Source:
         https://github.com/pytorch/executorch/issues/11449
     """
-    return _rejecting(
+    return rejecting(
         original, lambda node: _is_conv1d(node) and dynamic_dims(node.args[0]) > MAX_DYNAMIC_DIMS,
-        session, _patch_name("gemm_configs.ConvolutionConfig"),
+        session, xnnpack_patch_name("gemm_configs.ConvolutionConfig"),
     )
 
 
@@ -132,8 +108,8 @@ def unsqueeze_with_one_dynamic_dim(original: Any, session: PatchSession) -> Any:
     Source:
         https://github.com/pytorch/executorch/pull/19261
     """
-    return _rejecting(original, lambda node: dynamic_dims(node) > MAX_DYNAMIC_DIMS, session,
-                      _patch_name("generic_node_configs.UnsqueezeCopyConfig"))
+    return rejecting(original, lambda node: dynamic_dims(node) > MAX_DYNAMIC_DIMS, session,
+                      xnnpack_patch_name("generic_node_configs.UnsqueezeCopyConfig"))
 
 
 @register_patch(
@@ -161,4 +137,4 @@ def batch_norm_1d_with_one_dynamic_dim(original: Any, session: PatchSession) -> 
         val = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
         return getattr(val, "dim", lambda: 4)() < 4 and dynamic_dims(source) > MAX_DYNAMIC_DIMS
 
-    return _rejecting(original, needs_wide_reshape, session, _patch_name("node_configs.BatchNormConfig"))
+    return rejecting(original, needs_wide_reshape, session, xnnpack_patch_name("node_configs.BatchNormConfig"))
