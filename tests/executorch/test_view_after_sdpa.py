@@ -1,6 +1,6 @@
-"""The FX node fix ``reshape_view_of_attention``: a ``view`` of an attention output, valid on the
-captured layout, that ExecuTorch's SDPA decomposition would make non-viewable, becomes a
-``reshape``. GPT-2's ``contiguous().view`` (the ``contiguous`` vanishes at capture) fails to
+"""The FX node fix ``pin_attention_layout_for_views``: an SDPA output whose views were resolved on
+the captured layout is copied into that layout, so ExecuTorch's SDPA decomposition cannot make
+them non-viewable. GPT-2's ``contiguous().view`` (the ``contiguous`` vanishes at capture) fails to
 lower without the fix; a ``reshape`` chain that an earlier re-trace (``decompose_missing_kernels``,
 here through a ``Conv3d``) resolved into views (ViViT) must keep lowering with it (a contiguous
 ``clone`` before each view, the fix's first form, broke the chain's second view). Each is
