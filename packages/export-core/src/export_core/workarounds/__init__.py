@@ -20,6 +20,8 @@ Modules, one concern each:
   the experts the routing hit).
 - :mod:`.fsmt_padding_mask`: FSMT's decoder padding mask kept as a tensor (no branch on
   whether the batch has padding).
+- :mod:`.tensor_metadata_contiguity`: the memory format in each node's ``tensor_meta`` decided
+  without guards (no shape pinned by metadata).
 - :mod:`.moe_experts`: mixture-of-experts layers through the ``batched_mm`` experts
   implementation (no ``histc``, no ``grouped_mm_fallback`` custom op, no data-dependent loop).
 """
@@ -33,10 +35,12 @@ from . import (
                moe_experts,
                packed_vision_attention,
                static_cache,
+               tensor_metadata_contiguity,
                vision_position_ids,
                vision_window_index,
 )
 
 __all__ = [
     "all_true_check", "dbrx_experts", "fsmt_padding_mask",
-    "moe_experts", "packed_vision_attention", "static_cache", "vision_position_ids", "vision_window_index"]
+    "moe_experts", "packed_vision_attention", "static_cache", "tensor_metadata_contiguity",
+    "vision_position_ids", "vision_window_index"]
