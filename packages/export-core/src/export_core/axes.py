@@ -1,6 +1,7 @@
 """The roles and names of a captured program's dynamic input axes, and the position limit.
 
-Every backend names and bounds dynamic axes by *role*: axis 0 is the ``batch``; token and mask
+Every backend names and bounds dynamic axes by *role*: axis 0 is the ``batch`` (but the packed
+patches of a Qwen-VL-style tower, a floating input beside ``grid_thw``, are a ``sequence``); token and mask
 positions are the ``sequence``; the height and width of an image are ``image`` axes; the samples
 of a raw waveform are ``audio``. The artifact-facing names (:func:`axis_names`) follow the role:
 ``batch``, ``sequence`` (``decoder_sequence`` for ``decoder_*`` inputs), ``height``, ``width``,
@@ -21,6 +22,7 @@ import torch
 
 __all__ = [
     "CACHE_INPUT_PREFIX",
+    "GRID_INPUTS",
     "POSITION_KEYS",
     "WAVEFORM_INPUTS",
     "AxisBounds",
@@ -104,22 +106,30 @@ def _is_waveform(value: Any) -> bool:
     return ndim == 3 and not (isinstance(channels, torch.SymInt) and channels.node.expr.free_symbols)
 
 
-def axis_role(input_name: str, value: Any, axis: int) -> str:
+GRID_INPUTS = frozenset({"grid_thw", "image_grid_thw", "video_grid_thw"})
+"""Inputs that describe packed vision patches (Qwen-VL-style towers): ``(images, 3)`` ``(t, h,
+w)`` per image. Beside one, a floating input's axis 0 counts patches of all images, not a
+batch."""
+
+
+def axis_role(input_name: str, value: Any, axis: int, *, packed: bool = False) -> str:
     """The role of ``axis`` of input ``input_name`` whose traced value is ``value``.
 
-    Axis 0 is the batch; the past axis of a cache input (``past_key_values.<i>.key``,
+    Axis 0 is the batch, except that of a floating input beside a grid input (``packed``: the
+    model takes one of :data:`GRID_INPUTS`), which counts packed patches: ``sequence``; the past axis of a cache input (``past_key_values.<i>.key``,
     ``(batch, kv_heads, past_sequence, head_dim)``) is ``sequence``; the last axis of a waveform input (:data:`WAVEFORM_INPUTS`) is
     ``audio``; height and width of a 4-d floating input (``pixel_values``) are ``image``; every
     other axis (tokens, mask positions) is ``sequence``.
     """
+    dtype = getattr(value, "dtype", None)
     if axis == 0:
-        return "batch"
+        floating = dtype is not None and dtype.is_floating_point
+        return "sequence" if packed and floating and input_name not in GRID_INPUTS else "batch"
     if input_name.startswith(CACHE_INPUT_PREFIX):
         # (batch, kv_heads, past_sequence, head_dim): 4-d floating, but tokens, not pixels
         return "sequence"
     if input_name in WAVEFORM_INPUTS and _is_waveform(value) and axis == value.dim() - 1:
         return "audio"
-    dtype = getattr(value, "dtype", None)
     if getattr(value, "dim", lambda: 0)() == 4 and axis >= 2 and dtype is not None and dtype.is_floating_point:
         return "image"
     if "pixel" in input_name and axis >= 2:
@@ -176,6 +186,7 @@ def axis_names(program: torch.export.ExportedProgram, input_names: list[str]) ->
     by_symbol: dict[str, str] = {}
     taken: dict[str, tuple[str, int | None]] = {}  # name -> (symbol, example size)
     out: list[AxisName] = []
+    packed = not GRID_INPUTS.isdisjoint(input_names)
     for i, node in enumerate(placeholders):
         value = node.meta.get("val")
         name = input_names[i] if i < len(input_names) else node.name
@@ -184,11 +195,11 @@ def axis_names(program: torch.export.ExportedProgram, input_names: list[str]) ->
                 continue
             symbol = str(size.node.expr)
             example = int(size.node.hint) if size.node.hint is not None else None
-            role = axis_role(name, value, axis)
+            role = axis_role(name, value, axis, packed=packed)
             if symbol not in by_symbol:
                 wanted = _role_name(name, role, axis, value.dim())
                 holder = taken.get(wanted)
-                if holder is not None and holder[1] != example and role != "batch":
+                if holder is not None and holder[1] != example:
                     wanted = f"{wanted}_{name}"
                 taken.setdefault(wanted, (symbol, example))
                 by_symbol[symbol] = wanted
