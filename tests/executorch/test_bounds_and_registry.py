@@ -108,9 +108,10 @@ def test_derived_cap_below_the_example_is_raised_but_an_option_is_not() -> None:
 
 
 def test_workarounds_are_registered_with_reason_and_upstream() -> None:
-    assert workarounds.__all__ == ["EXECUTORCH_STAGES", "dim_bounds", "list_return_validator",
-                                   "missing_kernels", "partitioner_checks", "python_sym_ops", "symbolic_empty",
-                                   "view_after_sdpa", "xnnpack_max_dim", "xnnpack_passthrough",
+    assert workarounds.__all__ == ["EXECUTORCH_STAGES", "dim_bounds", "item_scalars",
+                                   "list_return_validator", "missing_kernels",
+                                   "partitioner_checks", "python_sym_ops", "retrace_contiguity",
+                                   "symbolic_empty", "view_after_sdpa", "xnnpack_max_dim", "xnnpack_passthrough",
                                    "xnnpack_reshape_dims"]
     rows = {r.name: r for r in describe(["executorch"])}
     patch = rows["executorch:executorch.exir.verification.arg_validator.EdgeOpArgValidator.call_function"]
@@ -121,9 +122,12 @@ def test_workarounds_are_registered_with_reason_and_upstream() -> None:
     assert fix.upstream == "https://github.com/pytorch/pytorch/issues/136543"
     bounds = rows["bound_dynamic_dims"]
     assert bounds.kind == "fx_program_fix" and bounds.stage == "fx_program_fixes"
-    for name in ("decompose_missing_kernels", "admit_python_sym_ops"):
+    for name in ("decompose_missing_kernels", "admit_python_sym_ops",
+                 "item_as_local_scalar_dense"):
         assert rows[name].kind == "fx_program_fix" and rows[name].stage == "fx_program_fixes"
     assert rows["symbolic_empty_as_zeros"].kind == "fx_node_fix"
+    retrace = rows["executorch:torch.fx.passes.shape_prop.is_contiguous_for_memory_format_or_false"]
+    assert retrace.kind == "patch" and retrace.stage == "torch_patches" and retrace.resolvable
     max_dim = rows["executorch.xnnpack:executorch.backends.xnnpack.partition.config.node_configs"
                    ".MaxDimConfig.check_constraints"]
     assert max_dim.kind == "patch" and max_dim.resolvable, max_dim.problem

@@ -37,15 +37,17 @@ Source:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import sympy
 import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from export_core.axes import WAVEFORM_INPUTS, axis_role, config_int, position_limit
+from export_core.axes import GRID_INPUTS, WAVEFORM_INPUTS, axis_role, config_int, position_limit
 from export_core.dynamic_shapes import DeclaredDim
 from export_core.errors import InputError
 
@@ -63,6 +65,8 @@ __all__ = [
     "DimLimits",
     "apply_dim_bounds",
     "axis_role",
+    "bound_data_dependent_sizes",
+    "symbolic_sizes",
     "dim_limits",
 ]
 
@@ -163,8 +167,14 @@ class BoundsPlan:
     notices: list[str] = field(default_factory=list)
     """One line per explicit cap the model does not reach (``--max-seq`` above its position
     limit): the program accepts less than asked, and ``limits`` holds what it accepts."""
+    data_dependent: dict[str, int] = field(default_factory=dict)
+    """Upper bound given to each data-dependent size (an unbacked symbol such as the length of
+    ``repeat_interleave``'s or ``nonzero``'s output) that had none, by symbol: the largest bound
+    of an input axis (:func:`bound_data_dependent_sizes`)."""
     _shape_env: Any = field(default=None, repr=False, compare=False)
     _previous: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    _data_dependent_previous: list[tuple[Any, Any, Any]] = field(
+        default_factory=list, repr=False, compare=False)
 
     def restore_shape_env(self) -> None:
         """Put back the symbol ranges the shape environment had before the bounds.
@@ -173,14 +183,17 @@ class BoundsPlan:
         several backends), so the ExecuTorch exporter restores it once lowering is done; the
         program's own ``range_constraints`` keep the bounds.
         """
-        if self._shape_env is None:
-            return
-        for sym, vr in self._previous.items():
+        restore = [(self._shape_env, sym, vr) for sym, vr in self._previous.items()]
+        restore += self._data_dependent_previous
+        for shape_env, sym, vr in restore:
+            if shape_env is None:
+                continue
             if vr is None:
-                self._shape_env.var_to_range.pop(sym, None)
+                shape_env.var_to_range.pop(sym, None)
             else:
-                self._shape_env.var_to_range[sym] = vr
+                shape_env.var_to_range[sym] = vr
         self._previous.clear()
+        self._data_dependent_previous.clear()
 
     def as_dict(self) -> dict[str, Any]:
         """``{"max_batch", "max_seq", "max_image_size", "max_audio_samples", "sources",
@@ -192,6 +205,7 @@ class BoundsPlan:
             "max_audio_samples": self.limits.max_audio_samples,
             "sources": dict(self.limits.sources),
             "dims": [asdict(d) for d in self.dims],
+            "data_dependent": dict(self.data_dependent),
         }
 
 
@@ -304,6 +318,7 @@ def apply_dim_bounds(
     declared = declared or {}
     axes: list[tuple[str, int, str, frozenset[sympy.Symbol], int | None]] = []
     shape_env = None
+    packed = not GRID_INPUTS.isdisjoint(input_names)
     for i, node in enumerate(_user_placeholders(program)):
         value = node.meta.get("val")
         name = input_names[i] if i < len(input_names) else node.name
@@ -312,7 +327,7 @@ def apply_dim_bounds(
                 continue  # static, or a SymInt that torch.export specialised to a constant
             shape_env = size.node.shape_env
             example = int(size.node.hint) if size.node.hint is not None else None
-            role = axis_role(name, value, axis)
+            role = axis_role(name, value, axis, packed=packed)
             axes.append((name, axis, role, frozenset(size.node.expr.free_symbols), example))
     bounded = {key for key, d in declared.items() if d.max is not None}
     limits = _fit_examples(limits, [a for a in axes if (a[0], a[1]) not in bounded])
@@ -363,6 +378,55 @@ def apply_dim_bounds(
                 f"({source}); give Dim({dim.name!r}, max=N) for another bound"
             )
     return _effective_limits(plan)
+
+
+def symbolic_sizes(graph_module: torch.fx.GraphModule) -> Iterator[torch.SymInt]:
+    """Every symbolic size and stride in the node values (``val``) and tensor specs (``spec``,
+    which ExecuTorch's passes add) of ``graph_module`` and its nested graphs."""
+    for module in graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            for key in ("val", "spec"):
+                for leaf in torch.utils._pytree.tree_leaves(node.meta.get(key)):
+                    if isinstance(leaf, torch.SymInt):
+                        yield leaf
+                        continue
+                    for sizes in (getattr(leaf, "shape", ()), getattr(leaf, "stride", ())):
+                        if callable(sizes):
+                            sizes = sizes()
+                        yield from (x for x in sizes if isinstance(x, torch.SymInt))
+
+
+def bound_data_dependent_sizes(sizes: Iterable[torch.SymInt], plan: BoundsPlan) -> None:
+    """Give every data-dependent symbol in ``sizes`` without an upper bound the largest upper
+    bound of the plan's input axes (in the symbols' shape environment, restored with the rest).
+
+    A size read from tensor data (``repeat_interleave(repeats)``'s length, the number of video
+    frames in a grid) is an unbacked symbol, unbounded unless the model checks it, and
+    ExecuTorch cannot plan memory for it (``Cannot evaluate a finite upper bound for symbolic
+    expression u48``). Such sizes count parts of an input (frames, images, selected tokens), so
+    the program plans them at the largest input axis it accepts; a larger one at run time fails
+    ``execute`` ("Attempted to resize a bounded tensor"), never silently.
+
+    Args:
+        sizes: symbolic sizes (:func:`symbolic_sizes` of the program about to be planned).
+        plan: the input bounds (:func:`apply_dim_bounds`); its ``data_dependent`` records each
+            bound given, and :meth:`BoundsPlan.restore_shape_env` undoes them.
+    """
+    cap = max((d.max for d in plan.dims), default=None)
+    if cap is None:
+        return
+    for size in sizes:
+        shape_env = size.node.shape_env
+        for sym in free_unbacked_symbols(size.node.expr):
+            old = shape_env.var_to_range.get(sym)
+            if old is not None and _as_int(old.upper) is not None:
+                continue
+            lower = max(0, _as_int(old.lower) or 0) if old is not None else 0
+            plan._data_dependent_previous.append((shape_env, sym, old))  # noqa: SLF001
+            shape_env.var_to_range[sym] = ValueRanges(lower, max(cap, lower))
+            plan.data_dependent[str(sym)] = max(cap, lower)
 
 
 def _dim_source(dim: DeclaredDim | None, role: str, limits: DimLimits, model: bool) -> str:

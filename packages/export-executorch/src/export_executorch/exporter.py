@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import tempfile
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from export_core.stages import StageListener
 from . import workarounds as _workarounds  # noqa: F401  (registers the ExecuTorch workarounds)
 from .backend_names import ARTIFACT_PATTERNS, PROGRAM_NAME, VERSION_PACKAGES
 from .backends import BackendPreparation, check_backend, prepare_backend
-from .bounds import ROLE_OPTIONS, BoundsPlan
+from .bounds import ROLE_OPTIONS, BoundsPlan, bound_data_dependent_sizes, symbolic_sizes
 from .delegation import delegation_summary, format_delegation
 from .memory import arena_warning, format_bytes, memory_plan
 from .runner import ExecutorchRunner
@@ -118,6 +119,27 @@ def _bounds_text(bounds: BoundsPlan | None) -> str:
     """``"x[0] <= 8, x[1] <= 64"``: the upper bounds the arena is planned for."""
     dims = bounds.dims if bounds is not None else []
     return ", ".join(f"{d.input}[{d.axis}] <= {d.max}" for d in dims) or "static shapes"
+
+
+def _planning_data_dependent_sizes(backend_config: Any, bounds: BoundsPlan | None) -> Any:
+    """``backend_config`` (``None``: ExecuTorch's default) whose symbolic-shape evaluation, the
+    pass that turns every tensor's shape into its upper bound for memory planning, first bounds
+    the data-dependent sizes (:func:`~export_executorch.bounds.bound_data_dependent_sizes`).
+
+    The bounds go in at that pass, not earlier: ``to_executorch`` re-traces the program and
+    creates new unbacked symbols for every data-dependent size before it plans memory."""
+    if bounds is None or not bounds.dims:
+        return backend_config
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes.sym_shape_eval_pass import ConstraintBasedSymShapeEvalPass
+
+    class DataDependentBoundsSymShapeEvalPass(ConstraintBasedSymShapeEvalPass):
+        def call(self, graph_module: torch.fx.GraphModule) -> Any:
+            bound_data_dependent_sizes(symbolic_sizes(graph_module), bounds)
+            return super().call(graph_module)
+
+    config = backend_config if backend_config is not None else ExecutorchBackendConfig()
+    return dataclasses.replace(config, sym_shape_eval_pass=DataDependentBoundsSymShapeEvalPass())
 
 
 def _cast_floats(value: Any, dtype: torch.dtype) -> Any:
@@ -260,7 +282,8 @@ class ExecutorchExporter(DynamoExporter):
             # ── ExecuTorch stage 7: ExecuTorch program ──
             with run.stage("to_executorch"):
                 try:
-                    manager = edge.to_executorch(prep.backend_config)
+                    manager = edge.to_executorch(_planning_data_dependent_sizes(
+                        prep.backend_config, bounds))
                 except ExportError:
                     raise
                 except Exception as e:
@@ -273,6 +296,8 @@ class ExecutorchExporter(DynamoExporter):
                 if warning:
                     memory["warning"] = warning
                 report.extra["memory"] = memory
+                if bounds is not None and bounds.data_dependent and report.extra.get("bounds"):
+                    report.extra["bounds"]["data_dependent"] = dict(bounds.data_dependent)
         info = getattr(self.listener, "info", None)
         if callable(info):
             info(f"{format_delegation(summary, prep.name)}; planned arena "

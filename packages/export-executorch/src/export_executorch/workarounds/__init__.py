@@ -21,11 +21,16 @@ and the upstream bug:
   XNNPACK partitioner patches share.
 - :mod:`.dim_bounds` — FX program fix (``fx_program_fixes``): a finite range for every dynamic
   dimension, so ExecuTorch plans memory for the inputs the program must accept.
-- :mod:`.missing_kernels` — FX program fix (``fx_program_fixes``): ``scatter_reduce.two`` and
-  ``bucketize.Tensor``, which ExecuTorch has no kernel for, decomposed into ops it runs.
+- :mod:`.item_scalars` — FX program fix (``fx_program_fixes``): ``aten.item`` nodes, which fail
+  every re-trace with symbolic sizes, become ``aten._local_scalar_dense`` (ExecuTorch's prim op).
+- :mod:`.missing_kernels` — FX program fix (``fx_program_fixes``): ``scatter_reduce.two``,
+  ``bucketize.Tensor``, ``repeat_interleave.Tensor`` (no kernel, or not Core ATen) and
+  ``conv3d`` decomposed into ops ExecuTorch runs.
 - :mod:`.python_sym_ops` — FX program fix (``fx_program_fixes``): the edge verifier rejects the
   Python symbolic-size functions (``torch.sym_max``, ...) that ExecuTorch runs as prim ops; the
   lowering admits the ones the program calls.
+- :mod:`.retrace_contiguity` — torch patch (``torch_patches``): the edge lowering's re-trace
+  records node memory formats without guarding sizes (as the capture does).
 - :mod:`.symbolic_empty` — FX node fix (``fx_node_fixes``): ``new_empty`` / ``empty`` of a
   symbolic size, which the dim-order pass specialises to the example's size (multi-head latent
   attention), becomes ``full(size, 0)``.
@@ -38,10 +43,12 @@ from __future__ import annotations
 from ..stages import EXECUTORCH_STAGES
 from . import (
     dim_bounds,
+    item_scalars,
     list_return_validator,
     missing_kernels,
     partitioner_checks,
     python_sym_ops,
+    retrace_contiguity,
     symbolic_empty,
     view_after_sdpa,
     xnnpack_max_dim,
@@ -52,10 +59,12 @@ from . import (
 __all__ = [
     "EXECUTORCH_STAGES",
     "dim_bounds",
+    "item_scalars",
     "list_return_validator",
     "missing_kernels",
     "partitioner_checks",
     "python_sym_ops",
+    "retrace_contiguity",
     "symbolic_empty",
     "view_after_sdpa",
     "xnnpack_max_dim",

@@ -7,6 +7,11 @@
   the destinations (memory: ``self.shape[dim] * index.numel()`` elements).
 - ``aten.bucketize.Tensor`` is not Core ATen (``SpecViolationError`` at lowering) and has no
   kernel either (executorch#20270): it becomes a comparison against the boundaries and a sum.
+- ``aten.repeat_interleave.Tensor`` / ``.self_Tensor`` (repeats given as a tensor: Qwen-VL-style
+  vision towers expand per-image sizes to per-patch ones) are not Core ATen (``SpecViolationError``
+  at lowering), though the portable library has a kernel (executorch#7264): they become a
+  :func:`bucketize` of the output positions into the running total of the repeats (and an
+  ``index_select``); the output length stays a data-dependent size.
 - ``aten.conv3d`` (video patch embeddings: ViViT, TimeSformer-style tubelets, VideoPrism): the
   portable ``convolution.out`` takes 3-d and 4-d inputs only ("Expect input tensor to be 3-D or
   4-D, but got, 5"; executorch#11704, its fix was reverted) and XNNPACK delegates 2-d
@@ -30,7 +35,10 @@ from export_core.registry import register_fx_program_fix
 
 from ..stages import BACKEND
 
-__all__ = ["bucketize", "conv3d", "decompose_missing_kernels", "scatter_reduce"]
+__all__ = [
+    "bucketize", "conv3d", "decompose_missing_kernels", "repeat_interleave",
+    "repeat_interleave_self", "scatter_reduce",
+]
 
 _aten = torch.ops.aten
 
@@ -139,6 +147,58 @@ def bucketize(
     return count
 
 
+def repeat_interleave(repeats: torch.Tensor, *, output_size: int | None = None) -> torch.Tensor:
+    """``aten.repeat_interleave.Tensor`` (``torch.repeat_interleave(repeats)``, the index form)
+    as a :func:`bucketize` of the output positions into the running total of ``repeats``.
+
+    Args:
+        repeats: ``(n,)`` int32 or int64, non-negative.
+        output_size: ``repeats.sum()`` when known; otherwise read from the data (an unbacked
+            size, as the op itself has).
+
+    Returns:
+        ``(output_size,)`` in ``repeats``' dtype: ``i`` repeated ``repeats[i]`` times, in order.
+        Memory: ``output_size * n`` booleans.
+
+    Source: https://github.com/pytorch/executorch/pull/7264 (the portable kernel exists; the op
+        is not Core ATen, so the edge dialect verifier rejects it)
+    """
+    if output_size is None:
+        output_size = repeats.sum().item()
+        torch._check(output_size >= 0)
+    positions = torch.arange(output_size, device=repeats.device, dtype=repeats.dtype)
+    return bucketize(positions, repeats.cumsum(0), out_int32=repeats.dtype == torch.int32,
+                     right=True)
+
+
+def repeat_interleave_self(
+    self: torch.Tensor, repeats: torch.Tensor, dim: int | None = None, *,
+    output_size: int | None = None,
+) -> torch.Tensor:
+    """``aten.repeat_interleave.self_Tensor`` (``x.repeat_interleave(repeats_tensor, dim)``):
+    an ``index_select`` with the indices of :func:`repeat_interleave`.
+
+    Args:
+        self: any shape ``(..., n, ...)`` with ``n`` at ``dim``; flattened when ``dim`` is None.
+        repeats: ``(n,)``, or one element applied to every slice; int32 or int64.
+        dim: the repeated axis (None: the flattened input).
+        output_size: ``repeats.sum()`` (``n * repeats`` for one element) when known.
+
+    Returns:
+        ``self`` with slice ``i`` along ``dim`` repeated ``repeats[i]`` times.
+
+    Source: https://github.com/pytorch/executorch/pull/7264
+    """
+    from torch.fx.experimental.symbolic_shapes import guard_or_false
+
+    if dim is None:
+        self, dim = self.flatten(), 0
+    dim = dim % max(self.dim(), 1)
+    if repeats.dim() == 0 or guard_or_false(repeats.shape[0] == 1):
+        repeats = repeats.reshape(1).expand(self.shape[dim])
+    return self.index_select(dim, repeat_interleave(repeats, output_size=output_size))
+
+
 def _triple(value: int | Sequence[int]) -> tuple[int, int, int]:
     if isinstance(value, int):
         return (value, value, value)
@@ -213,6 +273,8 @@ def conv3d(
 _DECOMPOSITIONS = {
     _aten.scatter_reduce.two: scatter_reduce,
     _aten.bucketize.Tensor: bucketize,
+    _aten.repeat_interleave.Tensor: repeat_interleave,
+    _aten.repeat_interleave.self_Tensor: repeat_interleave_self,
     _aten.conv3d.default: conv3d,
     _aten.conv3d.padding: conv3d,
 }
@@ -222,13 +284,14 @@ _DECOMPOSITIONS = {
 @register_fx_program_fix(
     BACKEND,
     reason="ExecuTorch has no kernel for scatter_reduce.two (the program fails to load), "
-    "bucketize.Tensor (not Core ATen: lowering fails) or conv3d (the portable convolution takes "
-    "3-d and 4-d inputs only: the program fails at run time); each decomposes into ops it runs",
+    "bucketize.Tensor or repeat_interleave with tensor repeats (not Core ATen: lowering fails) "
+    "or conv3d (the portable convolution takes 3-d and 4-d inputs only: the program fails at "
+    "run time); each decomposes into ops it runs",
     upstream="https://github.com/pytorch/executorch/issues/11330",
 )
 def decompose_missing_kernels(program: torch.export.ExportedProgram, context: FixContext) -> FixResult:
-    """Decompose the program's ``scatter_reduce.two``, ``bucketize.Tensor`` and ``conv3d``
-    calls.
+    """Decompose the program's ``scatter_reduce.two``, ``bucketize.Tensor``,
+    ``repeat_interleave.Tensor`` / ``.self_Tensor`` and ``conv3d`` calls.
 
     Args:
         program: the captured ``ExportedProgram``.
