@@ -6,6 +6,7 @@ export may call helpers that also take it) from the first install to the last re
 
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
 import logging
@@ -170,11 +171,12 @@ def apply_patches(
         try:
             for rec, target in plan:
                 owner, attr = target.owner, target.attribute
-                if inspect.isclass(owner):
+                if inspect.isclass(owner) or inspect.ismodule(owner):
                     stored = owner.__dict__.get(attr, _MISSING)
                 else:
                     stored = getattr(owner, attr)
-                original = getattr(owner, attr)
+                # a module attribute may be a builtin its code calls, shadowed while installed
+                original = getattr(owner, attr, None) if hasattr(owner, attr) else getattr(builtins, attr)
                 try:
                     replacement = (rec.fn(original, session) if _takes_session(rec.fn)
                                    else rec.fn(original))

@@ -18,7 +18,9 @@ ones through the ``export_core.backends`` entry-point group.
 
 from __future__ import annotations
 
+import builtins
 import importlib
+import inspect
 import re
 import sys
 import threading
@@ -431,7 +433,9 @@ def fx_program_fixes_for(backend: str, stage: str | None = None) -> list[Workaro
 def resolve_target(path: str) -> ResolvedTarget:
     """Resolve ``"pkg.module.Class.attr"`` to its owner object and attribute name.
 
-    The longest importable module prefix is imported; the rest is walked with ``getattr``.
+    The longest importable module prefix is imported; the rest is walked with ``getattr``. A
+    module attribute that is a Python builtin the module does not define (``module.len``)
+    resolves too: patching it shadows the builtin for that module's code only.
 
     Raises:
         LookupError: no prefix imports, or an attribute along the path is missing.
@@ -451,6 +455,9 @@ def resolve_target(path: str) -> ResolvedTarget:
         except AttributeError as e:
             raise LookupError(f"{path!r}: {e}") from e
         if not hasattr(owner, parts[-1]):
+            if inspect.ismodule(owner) and hasattr(builtins, parts[-1]):
+                # a builtin the module's code calls (``len``): shadowed by a module global
+                return ResolvedTarget(owner, parts[-1])
             raise LookupError(f"{path!r}: {type(owner).__name__} has no attribute {parts[-1]!r}")
         return ResolvedTarget(owner, parts[-1])
     raise LookupError(f"{path!r}: no importable module prefix")

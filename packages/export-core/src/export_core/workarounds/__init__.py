@@ -20,6 +20,8 @@ Modules, one concern each:
   the experts the routing hit).
 - :mod:`.fsmt_padding_mask`: FSMT's decoder padding mask kept as a tensor (no branch on
   whether the batch has padding).
+- :mod:`.tensor_len`: ``len(tensor)`` in the modeling modules that read their batch with it
+  answers the symbolic size (no batch pinned to the example's).
 - :mod:`.tensor_metadata_contiguity`: the memory format in each node's ``tensor_meta`` decided
   without guards (no shape pinned by metadata).
 - :mod:`.moe_experts`: mixture-of-experts layers through the ``batched_mm`` experts
@@ -35,6 +37,7 @@ from . import (
                moe_experts,
                packed_vision_attention,
                static_cache,
+               tensor_len,
                tensor_metadata_contiguity,
                vision_position_ids,
                vision_window_index,
@@ -42,5 +45,5 @@ from . import (
 
 __all__ = [
     "all_true_check", "dbrx_experts", "fsmt_padding_mask",
-    "moe_experts", "packed_vision_attention", "static_cache", "tensor_metadata_contiguity",
+    "moe_experts", "packed_vision_attention", "static_cache", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index"]
