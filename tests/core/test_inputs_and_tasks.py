@@ -155,3 +155,26 @@ def test_cli_and_sweep_build_the_same_inputs(name, tiny_model_dir):
         assert {k: tuple(v.shape) for k, v in cli_set.items()} == {
             k: tuple(v.shape) for k, v in sweep_set.items()}
     assert any(next(iter(s.values())).shape[0] == 1 for s in sets.validation)
+
+
+def test_qwen_vl_inputs_carry_the_multimodal_rotary_positions():
+    """Qwen2-VL computes its 3-axis rotary positions with a Python loop over the runs of text
+    and image tokens, which torch.export cannot trace: the inputs carry them, computed by the
+    model's own get_rope_index, and the capture then succeeds."""
+    from export_core import DynamoExporter
+    from export_sweep.zoo import build_tiny_model
+
+    tiny = build_tiny_model("qwen2_vl")
+    sets = build_input_sets(tiny.model, tiny.model.config)
+    inputs = sets.export
+    assert inputs["position_ids"].shape == (3, *inputs["input_ids"].shape)
+    want, _ = tiny.model.get_rope_index(
+        inputs["input_ids"], image_grid_thw=inputs["image_grid_thw"],
+        attention_mask=inputs["attention_mask"], mm_token_type_ids=inputs["mm_token_type_ids"])
+    assert torch.equal(inputs["position_ids"], want)
+    assert bool((inputs["mm_token_type_ids"] == 1).any())  # an image run to place
+    capture = DynamoExporter().capture(tiny.model, inputs)
+    with torch.no_grad():
+        got = capture.program.module()(**inputs)
+        eager = tiny.model(**inputs)
+    torch.testing.assert_close(got.last_hidden_state, eager.last_hidden_state)

@@ -349,6 +349,31 @@ def _qwen_patches(
     }
 
 
+def _mrope_position_ids(model: torch.nn.Module, inputs: dict[str, Any]) -> torch.Tensor | None:
+    """The multimodal rotary position ids ``(3, batch, seq)`` int64 of a Qwen-VL-style model,
+    computed in eager by its own ``get_rope_index`` (``None``: the model has none, or it failed).
+
+    The model computes them with a Python loop over the runs of text and image tokens of each row
+    (``itertools.groupby(mm_token_type_ids.tolist())``), which ``torch.export`` cannot trace
+    (``GuardOnDataDependentSymNode: Eq(u6, 0)``); given as an input, as the model's own
+    ``generate`` computes them before the forward, the forward skips the loop.
+    """
+    owner = next((m for m in (model, getattr(model, "model", None))
+                  if m is not None and callable(getattr(m, "get_rope_index", None))), None)
+    if owner is None:
+        return None
+    try:
+        params = inspect.signature(owner.get_rope_index).parameters
+        kwargs = {k: v for k, v in inputs.items() if k in params}
+        with torch.no_grad():
+            out = owner.get_rope_index(**kwargs)
+    except Exception as e:  # noqa: BLE001 - a model whose helper needs more: no position ids
+        logger.debug("get_rope_index failed: %s", first_line(e))
+        return None
+    positions = out[0] if isinstance(out, tuple) else out
+    return positions if isinstance(positions, torch.Tensor) and positions.dim() == 3 else None
+
+
 def _audio_len(ctx: _Ctx, seq: int) -> int:
     return 1600 * max(2, seq // 4)
 
@@ -568,7 +593,10 @@ class _RecipeBook:
         if "image_grid_thw" in self.params:
             out = _qwen_patches(self.ctx, b, g, "pixel_values", "image_grid_thw", scale)
             if "input_ids" in self.params:
-                return self.place_tokens(out, b, s, g, "image")
+                out = self.place_tokens(out, b, s, g, "image")
+                positions = _mrope_position_ids(self.ctx.model, out) if "position_ids" in self.params else None
+                if positions is not None:
+                    out["position_ids"] = positions
             return out
         out = _qwen_patches(self.ctx, b, g, "pixel_values", "grid_thw", scale)
         if "hidden_states" in self.params and "pixel_values" not in self.params:
