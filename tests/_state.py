@@ -23,8 +23,7 @@ def _patch_targets() -> dict[str, object]:
     for row in describe():
         if row.kind == "patch" and row.resolvable:
             t = resolve_target(row.target)
-            out[row.target] = (t.owner.__dict__.get(t.attribute) if isinstance(t.owner, type)
-                               else getattr(t.owner, t.attribute))
+            out[row.target] = t.stored()
     return out
 
 

@@ -23,7 +23,7 @@ def _originals() -> dict[str, object]:
     out = {}
     for rec in patches_for("executorch.xnnpack"):
         t = resolve_target(rec.target)
-        out[rec.target] = getattr(t.owner, t.attribute)
+        out[rec.target] = t.stored()
     return out
 
 

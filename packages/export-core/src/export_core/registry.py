@@ -163,6 +163,13 @@ class ResolvedTarget:
     owner: Any
     attribute: str
 
+    def stored(self) -> Any:
+        """What the owner itself holds under the attribute (``None`` when it holds nothing: an
+        inherited class attribute, or a builtin a module's code calls unshadowed)."""
+        if inspect.isclass(self.owner) or inspect.ismodule(self.owner):
+            return self.owner.__dict__.get(self.attribute)
+        return getattr(self.owner, self.attribute, None)
+
 
 @dataclass
 class _Tables:
