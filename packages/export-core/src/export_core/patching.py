@@ -176,7 +176,7 @@ def apply_patches(
                 else:
                     stored = getattr(owner, attr)
                 # a module attribute may be a builtin its code calls, shadowed while installed
-                original = getattr(owner, attr, None) if hasattr(owner, attr) else getattr(builtins, attr)
+                original = getattr(owner, attr) if hasattr(owner, attr) else getattr(builtins, attr)
                 try:
                     replacement = (rec.fn(original, session) if _takes_session(rec.fn)
                                    else rec.fn(original))

@@ -171,10 +171,15 @@ class BoundsPlan:
     """Upper bound given to each data-dependent size (an unbacked symbol such as the length of
     ``repeat_interleave``'s or ``nonzero``'s output) that had none, by symbol: the largest bound
     of an input axis (:func:`bound_data_dependent_sizes`)."""
-    _shape_env: Any = field(default=None, repr=False, compare=False)
-    _previous: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
-    _data_dependent_previous: list[tuple[Any, Any, Any]] = field(
-        default_factory=list, repr=False, compare=False)
+    _previous: list[tuple[Any, Any, Any]] = field(default_factory=list, repr=False,
+                                                  compare=False)
+    """``(shape_env, symbol, range before)`` of every range this plan set, in order."""
+
+    def set_range(self, shape_env: Any, sym: Any, vr: ValueRanges) -> None:
+        """Set ``sym``'s range in ``shape_env``, remembering the old one for
+        :meth:`restore_shape_env`."""
+        self._previous.append((shape_env, sym, shape_env.var_to_range.get(sym)))
+        shape_env.var_to_range[sym] = vr
 
     def restore_shape_env(self) -> None:
         """Put back the symbol ranges the shape environment had before the bounds.
@@ -183,17 +188,12 @@ class BoundsPlan:
         several backends), so the ExecuTorch exporter restores it once lowering is done; the
         program's own ``range_constraints`` keep the bounds.
         """
-        restore = [(self._shape_env, sym, vr) for sym, vr in self._previous.items()]
-        restore += self._data_dependent_previous
-        for shape_env, sym, vr in restore:
-            if shape_env is None:
-                continue
+        for shape_env, sym, vr in reversed(self._previous):
             if vr is None:
                 shape_env.var_to_range.pop(sym, None)
             else:
                 shape_env.var_to_range[sym] = vr
         self._previous.clear()
-        self._data_dependent_previous.clear()
 
     def as_dict(self) -> dict[str, Any]:
         """``{"max_batch", "max_seq", "max_image_size", "max_audio_samples", "sources",
@@ -352,14 +352,12 @@ def apply_dim_bounds(
         if hi is not None and hi < cap:
             model_bound.add(sym)
         chosen[sym] = (lo, cap if hi is None else min(hi, cap))
-    previous: dict[sympy.Symbol, Any] = {}
+    plan = BoundsPlan(limits)
     for sym, (lo, hi) in chosen.items():
         vr = ValueRanges(lo, hi)
         program._range_constraints[sym] = vr  # noqa: SLF001 - no public setter exists
         if shape_env is not None:
-            previous[sym] = shape_env.var_to_range.get(sym)
-            shape_env.var_to_range[sym] = vr
-    plan = BoundsPlan(limits, _shape_env=shape_env, _previous=previous)
+            plan.set_range(shape_env, sym, vr)
     seen: set[tuple[str, int]] = set()
     for name, axis, role, symbols, _ in axes:
         if (name, axis) in seen:
@@ -424,8 +422,7 @@ def bound_data_dependent_sizes(sizes: Iterable[torch.SymInt], plan: BoundsPlan) 
             if old is not None and _as_int(old.upper) is not None:
                 continue
             lower = max(0, _as_int(old.lower) or 0) if old is not None else 0
-            plan._data_dependent_previous.append((shape_env, sym, old))  # noqa: SLF001
-            shape_env.var_to_range[sym] = ValueRanges(lower, max(cap, lower))
+            plan.set_range(shape_env, sym, ValueRanges(lower, max(cap, lower)))
             plan.data_dependent[str(sym)] = max(cap, lower)
 
 

@@ -296,8 +296,8 @@ class ExecutorchExporter(DynamoExporter):
                 if warning:
                     memory["warning"] = warning
                 report.extra["memory"] = memory
-                if bounds is not None and bounds.data_dependent and report.extra.get("bounds"):
-                    report.extra["bounds"]["data_dependent"] = dict(bounds.data_dependent)
+                if bounds is not None and bounds.dims:  # now with the data-dependent sizes
+                    report.extra["bounds"] = bounds.as_dict()
         info = getattr(self.listener, "info", None)
         if callable(info):
             info(f"{format_delegation(summary, prep.name)}; planned arena "

@@ -23,7 +23,7 @@ import torch
 from ..patching import MARKS_OWN_FIRING, PatchSession
 from ..registry import register_patch
 
-__all__ = ["LEN_OF_TENSOR_MODULES", "tensor_len_stays_symbolic"]
+__all__ = ["LEN_OF_TENSOR_MODULES"]
 
 LEN_OF_TENSOR_MODULES = (
     "transformers.models.rt_detr.modeling_rt_detr",
@@ -81,5 +81,5 @@ def _register(module: str) -> Any:
     return tensor_len_stays_symbolic
 
 
-tensor_len_stays_symbolic = [_register(module) for module in LEN_OF_TENSOR_MODULES][0]
-"""The factory of the patches (one registration per module of :data:`LEN_OF_TENSOR_MODULES`)."""
+for _module in LEN_OF_TENSOR_MODULES:
+    _register(_module)
