@@ -35,7 +35,7 @@ from .errors import CaptureError, ExportError, InputError, OutputError, Validati
 from .fixes import apply_fx_node_fixes
 from .naming import leaf_names
 from .output import commit_export, lock_output, prepare_output, record_failure, staging_directory
-from .patching import EXPORT_LOCK, PatchSession, apply_patches
+from .patching import EXPORT_LOCK, PatchSession, apply_patches, output_repacks
 from .pytree import register_pytree_nodes
 from .registry import DYNAMO_PLAN
 from .report import ExportReport, package_versions
@@ -585,9 +585,13 @@ class DynamoExporter:
                         sets = [inputs, *self.admissible_validation_sets(capture, lowered, inputs, extra, run)]
                         # eager reference: the traced module (the model behind its signature
                         # adapter, with the constant kwargs), so both sides compute the same outputs
+                        repacks = output_repacks(capture.patches)
                         verdict = _validate(runner, capture.module, sets, capture.output_names,
-                                            atol=lowered.atol, rtol=lowered.rtol, static=static)
+                                            atol=lowered.atol, rtol=lowered.rtol, static=static,
+                                            repack=[rec.repack for rec in repacks])
                         report.validation = verdict.as_dict()
+                        if repacks:
+                            report.validation["eager_repacked_by"] = [rec.name for rec in repacks]
                         if len(verdict.checks) < 2:
                             logger.warning("validated at %d input set(s) only", len(verdict.checks))
                         if not verdict.passed:

@@ -20,7 +20,7 @@ from typing import Any
 from .errors import PatchError
 from .registry import PATCH, Workaround, resolve_target, version_ok, workarounds_for
 
-__all__ = ["EXPORT_LOCK", "MARKS_OWN_FIRING", "PatchSession", "apply_patches"]
+__all__ = ["EXPORT_LOCK", "MARKS_OWN_FIRING", "PatchSession", "apply_patches", "output_repacks"]
 
 logger = logging.getLogger(__name__)
 
@@ -204,3 +204,14 @@ def apply_patches(
                     errors.append(f"{attr}: {e}")
             if errors:
                 raise PatchError("could not restore patched attributes: " + "; ".join(errors))
+
+
+def output_repacks(session: PatchSession, backends: str | Sequence[str] = "dynamo") -> list[Workaround]:
+    """The patches of ``backends`` that fired in ``session`` and changed how the outputs are
+    packed (:attr:`~export_core.registry.Workaround.repack`), in registration order: their
+    ``repack`` puts the eager reference's output into the artifact's layout."""
+    if isinstance(backends, str):
+        backends = (backends,)
+    fired = set(session.fired)
+    return [rec for backend in backends for rec in workarounds_for(backend, PATCH)
+            if rec.repack is not None and rec.name in fired]

@@ -104,6 +104,10 @@ class Workaround:
             (``https://github.com/<owner>/<repo>/issues/<n>`` or ``.../pull/<n>``).
         versions: optional ``(package, specifier)`` it is limited to, e.g.
             ``("transformers", ">=5,<6")``.
+        repack: a patch that changes how the outputs are *packed* (not their values) gives
+            ``repack(eager_output) -> eager_output``: the unpatched eager reference's output put
+            into the layout the patch gave the artifact, so validation compares the true model's
+            values leaf by leaf. Applied only when the patch fired during the capture.
     """
 
     kind: str
@@ -115,6 +119,7 @@ class Workaround:
     reason: str
     upstream: str
     versions: tuple[str, str] | None = None
+    repack: Callable[[Any], Any] | None = None
 
     @property
     def target(self) -> str:
@@ -276,6 +281,7 @@ def register_patch(
     reason: str,
     upstream: str,
     versions: tuple[str, str] | None = None,
+    repack: Callable[[Any], Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``factory(original) -> replacement`` for each dotted ``targets`` path.
 
@@ -292,6 +298,8 @@ def register_patch(
         reason: what breaks without the patch.
         upstream: the upstream issue or pull request URL.
         versions: optional ``(package, specifier)``; outside it the patch is not installed.
+        repack: for a patch that changes only how the outputs are packed: puts the eager
+            reference's output into the artifact's layout (see :class:`Workaround`).
 
     Raises:
         ValueError: as :func:`register_workaround`, or no target is given.
@@ -302,7 +310,7 @@ def register_patch(
     def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
         records = [
             Workaround(PATCH, backend, stage or "", f"{backend}:{t}", (t,), factory, reason,
-                       upstream, versions)
+                       upstream, versions, repack)
             for t in targets
         ]
         with _LOCK:

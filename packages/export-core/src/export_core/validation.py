@@ -153,10 +153,20 @@ def skipped_validation() -> dict[str, Any]:
             "note": "validation was skipped: the artifact was not compared with eager PyTorch"}
 
 
-def eager_leaves(model: torch.nn.Module, inputs: dict[str, Any] | tuple[Any, ...]) -> list[torch.Tensor]:
-    """Run ``model`` eagerly under ``torch.no_grad`` and return its tensor output leaves."""
+def eager_leaves(
+    model: torch.nn.Module,
+    inputs: dict[str, Any] | tuple[Any, ...],
+    repack: Sequence[Callable[[Any], Any]] = (),
+) -> list[torch.Tensor]:
+    """Run ``model`` eagerly under ``torch.no_grad`` and return its tensor output leaves.
+
+    ``repack`` functions (of the patches that changed how the artifact's outputs are packed,
+    :attr:`~export_core.registry.Workaround.repack`) are applied to the output first, in order.
+    """
     with torch.no_grad():
         out = model(**inputs) if isinstance(inputs, dict) else model(*inputs)
+        for fn in repack:
+            out = fn(out)
     return [x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor)]
 
 
@@ -233,6 +243,7 @@ def validate(
     atol: float = 1e-4,
     rtol: float = 1e-3,
     static: bool = False,
+    repack: Sequence[Callable[[Any], Any]] = (),
 ) -> ValidationResult:
     """Run the artifact and eager PyTorch on every input set and compare leaf by leaf.
 
@@ -243,6 +254,7 @@ def validate(
         output_names: names of the output leaves, for the report.
         atol, rtol: tolerances per element (see :data:`CRITERION`).
         static: the artifact has static shapes: the sets share its shapes and differ in values.
+        repack: put the eager output into the artifact's layout (see :func:`eager_leaves`).
 
     Returns:
         A :class:`ValidationResult`; it does not raise on mismatch.
@@ -251,7 +263,7 @@ def validate(
     for inputs in input_sets:
         # eager runs on a copy: a cache in the inputs is updated in place by the forward
         # (DynamicLayer.update concatenates onto it), and the artifact must see the original
-        expected = eager_leaves(model, copy.deepcopy(inputs))
+        expected = eager_leaves(model, copy.deepcopy(inputs), repack)
         got = run_artifact(inputs)
         names = list(output_names) + [f"output_{i}" for i in range(len(output_names), len(expected))]
         result.checks.append(ShapeCheck(input_shapes(inputs), compare_leaves(names, got, expected, atol=atol, rtol=rtol)))

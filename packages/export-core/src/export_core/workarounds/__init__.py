@@ -20,6 +20,8 @@ Modules, one concern each:
   the experts the routing hit).
 - :mod:`.fsmt_padding_mask`: FSMT's decoder padding mask kept as a tensor (no branch on
   whether the batch has padding).
+- :mod:`.per_item_split`: the per-image ``torch.split(features, sizes.tolist())`` of Qwen-VL-style
+  feature methods kept as one chunk (no image count pinned by ``.tolist()``).
 - :mod:`.tensor_len`: ``len(tensor)`` in the modeling modules that read their batch with it
   answers the symbolic size (no batch pinned to the example's).
 - :mod:`.tensor_metadata_contiguity`: the memory format in each node's ``tensor_meta`` decided
@@ -36,6 +38,7 @@ from . import (
                fsmt_padding_mask,
                moe_experts,
                packed_vision_attention,
+               per_item_split,
                static_cache,
                tensor_len,
                tensor_metadata_contiguity,
@@ -45,5 +48,5 @@ from . import (
 
 __all__ = [
     "all_true_check", "dbrx_experts", "fsmt_padding_mask",
-    "moe_experts", "packed_vision_attention", "static_cache", "tensor_len", "tensor_metadata_contiguity",
+    "moe_experts", "packed_vision_attention", "per_item_split", "static_cache", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index"]
