@@ -119,3 +119,22 @@ def test_compare_leaves_flags_nan_shape_and_values():
     assert not bad[0].passed and "NaN" in bad[0].problem
     shape = compare_leaves(["a"], [np.zeros(2)], [e], atol=1e-4, rtol=1e-3)
     assert not shape[0].passed and "shape" in shape[0].problem
+
+
+def test_packed_patch_features_and_grid_axis_are_static():
+    """Beside a grid input, the packed patches' feature axis and the grid's (t, h, w) axis are
+    fixed; the patch and image counts stay Dim.AUTO."""
+    from torch.export import Dim
+
+    from export_core.dynamic_shapes import auto_dynamic_shapes
+
+    packed = {"pixel_values": torch.zeros(8, 96), "image_grid_thw": torch.ones(2, 3, dtype=torch.long),
+              "input_ids": torch.zeros(2, 11, dtype=torch.long)}
+    spec = auto_dynamic_shapes(packed)
+    assert spec["pixel_values"] == {0: Dim.AUTO, 1: Dim.STATIC}
+    assert spec["image_grid_thw"] == {0: Dim.AUTO, 1: Dim.STATIC}
+    assert spec["input_ids"] == {0: Dim.AUTO, 1: Dim.AUTO}
+    # without a grid, a 2-d floating input is (batch, features) of any kind: left to torch
+    assert auto_dynamic_shapes({"inputs_embeds": torch.zeros(2, 16)})["inputs_embeds"] == {
+        0: Dim.AUTO, 1: Dim.AUTO}
+

@@ -65,6 +65,12 @@ def test_executorch_artifact_takes_any_image_count(qwen2_vl) -> None:
     assert report["validation"]["passed"] is True
     assert _image_counts(report) == [2, 3, 1]
     assert report["validation"]["eager_repacked_by"] == [PATCH]
+    # the planned arena: the patches' feature axis and the grid's (t, h, w) axis are static, and
+    # the rotary positions' batch axis is bounded as a batch (it was 512 x 512: 7 GiB, bad_alloc)
+    dims = {(d["input"], d["axis"]): d for d in report["bounds"]["dims"]}
+    assert ("pixel_values", 1) not in dims and ("image_grid_thw", 1) not in dims
+    assert dims[("position_ids", 1)]["max"] == report["bounds"]["max_batch"]
+    assert report["memory"]["arena_bytes"] < 2**30
 
 
 def test_qwen3_vl_deepstack_features_are_one_chunk_too() -> None:

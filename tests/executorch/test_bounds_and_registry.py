@@ -47,6 +47,10 @@ def test_axis_roles() -> None:
     # as an image its past axis was capped at 224 and decode failed at past 225 (0x12)
     key = torch.zeros(2, 2, 10, 8)
     assert axis_role("past_key_values.0.key", key, 2) == "sequence"
+    # multimodal rotary positions (sections, batch, sequence): as a sequence its batch axis was
+    # bounded at max_seq, and the shared batch symbol planned a 7 GiB arena for GLM-4V
+    mrope = torch.zeros(3, 2, 8, dtype=torch.long)
+    assert [axis_role("position_ids", mrope, a) for a in (1, 2)] == ["batch", "sequence"]
 
 
 def test_audio_cap_from_sampling_rate_or_default() -> None:

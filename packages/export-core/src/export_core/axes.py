@@ -118,10 +118,14 @@ def axis_role(input_name: str, value: Any, axis: int, *, packed: bool = False) -
     Axis 0 is the batch, except that of a floating input beside a grid input (``packed``: the
     model takes one of :data:`GRID_INPUTS`), which counts packed patches: ``sequence``; the past axis of a cache input (``past_key_values.<i>.key``,
     ``(batch, kv_heads, past_sequence, head_dim)``) is ``sequence``; the last axis of a waveform input (:data:`WAVEFORM_INPUTS`) is
-    ``audio``; height and width of a 4-d floating input (``pixel_values``) are ``image``; every
+    ``audio``; axis 1 of 3-d ``position_ids`` (multimodal rotary positions, ``(sections, batch,
+    sequence)``) is ``batch``; height and width of a 4-d floating input (``pixel_values``) are ``image``; every
     other axis (tokens, mask positions) is ``sequence``.
     """
     dtype = getattr(value, "dtype", None)
+    if input_name == "position_ids" and getattr(value, "dim", lambda: 0)() == 3 and axis == 1:
+        # multimodal rotary positions (Qwen-VL-style): (sections, batch, sequence)
+        return "batch"
     if axis == 0:
         floating = dtype is not None and dtype.is_floating_point
         return "sequence" if packed and floating and input_name not in GRID_INPUTS else "batch"

@@ -50,7 +50,8 @@ def spec_tree(value: Any, leaf_spec: Any) -> Any:
 
 
 def auto_dynamic_shapes(inputs: dict[str, Any] | tuple[Any, ...]) -> dict[str, Any] | tuple[Any, ...]:
-    """``dynamic_shapes`` with ``Dim.AUTO`` on every axis of every tensor and cache leaf.
+    """``dynamic_shapes`` with ``Dim.AUTO`` on every axis of every tensor and cache leaf (but
+    the fixed axes of packed vision patches: :func:`_static_packed_features`).
 
     ``torch.export`` then decides per axis: axes the model treats as static (hidden size,
     channels) are specialised silently; the others become symbols. A cache (any registered
@@ -63,8 +64,30 @@ def auto_dynamic_shapes(inputs: dict[str, Any] | tuple[Any, ...]) -> dict[str, A
         A structure matching ``inputs`` in ``torch.export``'s ``dynamic_shapes`` format.
     """
     if isinstance(inputs, dict):
-        return {k: spec_tree(v, _auto_for) for k, v in inputs.items()}
+        spec = {k: spec_tree(v, _auto_for) for k, v in inputs.items()}
+        return _static_packed_features(inputs, spec)
     return tuple(spec_tree(v, _auto_for) for v in inputs)
+
+
+def _static_packed_features(inputs: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """Beside a grid input (:data:`export_core.axes.GRID_INPUTS`, ``(images, 3)``), the grid's
+    ``(t, h, w)`` axis and the feature axis of each 2-d floating input (packed patches,
+    ``(patches, channels * temporal_patch * patch**2)``, fixed by the patch embedding) are
+    ``Dim.STATIC``. Left to ``Dim.AUTO``, the feature axis stays a symbol (the model only
+    reshapes it) that the ExecuTorch memory plan bounds like a sequence, several times the
+    arena the one valid size needs."""
+    from .axes import GRID_INPUTS
+
+    if not any(isinstance(inputs.get(k), torch.Tensor) for k in GRID_INPUTS):
+        return spec
+    out = dict(spec)
+    for name, value in inputs.items():
+        entry = spec.get(name)
+        if not isinstance(value, torch.Tensor) or value.dim() != 2 or not isinstance(entry, dict):
+            continue
+        if name in GRID_INPUTS or value.dtype.is_floating_point:
+            out[name] = {**entry, 1: Dim.STATIC}
+    return out
 
 
 def static_image_axes(inputs: dict[str, Any] | tuple[Any, ...],
