@@ -112,7 +112,7 @@ def test_derived_cap_below_the_example_is_raised_but_an_option_is_not() -> None:
 
 
 def test_workarounds_are_registered_with_reason_and_upstream() -> None:
-    assert workarounds.__all__ == ["EXECUTORCH_STAGES", "dim_bounds", "item_scalars",
+    assert workarounds.__all__ == ["EXECUTORCH_STAGES", "dim_bounds", "dim_order_strides", "item_scalars",
                                    "list_return_validator", "missing_kernels",
                                    "partitioner_checks", "python_sym_ops", "retrace_contiguity",
                                    "symbolic_empty", "view_after_sdpa", "xnnpack_max_dim", "xnnpack_passthrough",
@@ -150,3 +150,15 @@ def test_arena_warning_only_above_one_gib() -> None:
     line = arena_warning(3 << 30, audio)
     assert line is not None and "max_batch=8, max_audio_samples=160000" in line
     assert line.endswith("lower --max-batch / --max-audio-samples for a smaller arena")
+
+
+def test_infinite_range_ends_are_not_bounds() -> None:
+    """An unbacked size whose range is unbounded below too (``-oo``) got a bound: sympy's
+    ``int(-oo)`` raised ``AttributeError`` inside to_executorch (Mimi's decoder)."""
+    import sympy
+    from torch.utils._sympy.numbers import int_oo
+
+    from export_executorch.bounds import _as_int
+
+    assert [_as_int(x) for x in (int_oo, -int_oo, sympy.oo, -sympy.oo)] == [None] * 4
+    assert [_as_int(sympy.Integer(5)), _as_int(3)] == [5, 3]

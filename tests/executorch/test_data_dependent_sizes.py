@@ -3,9 +3,12 @@ repeats (both overloads, decomposed by ``decompose_missing_kernels``: not Core A
 (retargeted to ``_local_scalar_dense`` by ``item_as_local_scalar_dense``: its Python reference
 fails every re-trace), and the upper bound memory planning needs for every data-dependent size
 (the report's ``bounds.data_dependent``). Each compared with eager in the ExecuTorch runtime at
-image counts and sizes other than the example's; without the fixes the program does not lower."""
+image counts and sizes other than the example's; without the fixes the program does not lower.
+Also the dim order of a tensor whose strides hold a data-dependent size (``dim_order_without_guards``)."""
 
 from __future__ import annotations
+
+from contextlib import ExitStack
 
 import pytest
 import torch
@@ -97,3 +100,56 @@ def test_without_the_fixes_executorch_cannot_lower_them() -> None:
         export_executorch.export(PatchesPerImage(), _grid(2, 0), validate=False)
     with withheld("executorch", ITEM), pytest.raises(ExportError, match="Cannot cast FakeTensor"):
         export_executorch.export(FirstFrames(), _grid(2, 0, rows=12), validate=False)
+
+
+class KeptTokens(torch.nn.Module):
+    """The leading tokens a mask counts, as masked encoders keep their visible tokens first:
+    ``x`` ``(batch, tokens, 64)`` float32 and ``keep`` ``(tokens,)`` bool -> ``(batch, kept,
+    64)`` with ``kept = keep.sum()``, whose contiguous strides ``(64*kept, 64, 1)`` hold a
+    data-dependent size."""
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        n = keep.sum().item()
+        torch._check(n >= 0)
+        torch._check(n <= x.shape[1])
+        kept = x[:, :n]
+        return torch.relu(kept) * 2.0 + 1.0
+
+
+def _kept(batch: int, tokens: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(batch, tokens, 64, generator=g), torch.rand(tokens, generator=g) > 0.4
+
+
+DIM_ORDER = [f"executorch:executorch.exir.{m}.dim_order_from_stride"
+             for m in ("tensor", "emit._emitter", "tensor_layout")]
+
+
+@pytest.mark.parametrize("backend", ["xnnpack", "portable"])
+def test_dim_order_of_a_data_dependent_stride(backend: str) -> None:
+    result = export_executorch.export(KeptTokens(), _kept(2, 12, 0), backend=backend,
+                                      validation_inputs=[_kept(1, 10, 1), _kept(3, 7, 2)])
+    assert result.report["validation"]["passed"] is True
+    assert len(result.report["validation"]["checks"]) == 3
+    assert DIM_ORDER[0] in result.report["patches"]["fired"]
+
+
+def test_without_the_dim_order_patch_to_executorch_fails() -> None:
+    """Documents executorch 1.5.1's guarding comparator; when this stops failing, the patch
+    can go."""
+    with ExitStack() as stack:
+        for name in DIM_ORDER:
+            stack.enter_context(withheld("executorch", name))
+        with pytest.raises(ExportError, match="data-dependent"):
+            export_executorch.export(KeptTokens(), _kept(2, 12, 0))
+
+
+def test_guard_free_dim_order_keeps_undecidable_axes_in_order() -> None:
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from export_executorch.workarounds.dim_order_strides import guard_free_dim_order
+
+    u0 = ShapeEnv().create_unbacked_symint()
+    assert guard_free_dim_order((64 * u0, 64, 1)) == (0, 1, 2)
+    assert guard_free_dim_order((1, u0)) == (1, 0)  # 1 divides u0: u0 is the larger stride
+    assert guard_free_dim_order((6, 1, 2)) == (0, 2, 1)  # concrete strides: a plain sort

@@ -276,11 +276,14 @@ def _user_placeholders(program: torch.export.ExportedProgram) -> list[torch.fx.N
 
 
 def _as_int(bound: Any) -> int | None:
-    if bound is int_oo or bound == sympy.oo:
+    """A finite range end as an ``int``; ``None`` for an infinite one (``int_oo``, ``-int_oo``,
+    ``sympy.oo``, ``-sympy.oo``: sympy's ``int()`` of those raises ``AttributeError``) or a
+    non-number."""
+    if bound in (int_oo, -int_oo, sympy.oo, -sympy.oo):
         return None
     try:
         return int(bound)
-    except (TypeError, ValueError, OverflowError):
+    except (TypeError, ValueError, OverflowError, AttributeError):
         return None
 
 

@@ -21,6 +21,9 @@ and the upstream bug:
   XNNPACK partitioner patches share.
 - :mod:`.dim_bounds` — FX program fix (``fx_program_fixes``): a finite range for every dynamic
   dimension, so ExecuTorch plans memory for the inputs the program must accept.
+- :mod:`.dim_order_strides` — ExecuTorch patch (``executorch_patches``): ``to_executorch``
+  derives dim orders from strides with a data-dependent size without guarding (the contiguous
+  order where the symbolic facts cannot decide).
 - :mod:`.item_scalars` — FX program fix (``fx_program_fixes``): ``aten.item`` nodes, which fail
   every re-trace with symbolic sizes, become ``aten._local_scalar_dense`` (ExecuTorch's prim op).
 - :mod:`.missing_kernels` — FX program fix (``fx_program_fixes``): ``scatter_reduce.two``,
@@ -43,6 +46,7 @@ from __future__ import annotations
 from ..stages import EXECUTORCH_STAGES
 from . import (
     dim_bounds,
+    dim_order_strides,
     item_scalars,
     list_return_validator,
     missing_kernels,
@@ -59,6 +63,7 @@ from . import (
 __all__ = [
     "EXECUTORCH_STAGES",
     "dim_bounds",
+    "dim_order_strides",
     "item_scalars",
     "list_return_validator",
     "missing_kernels",
