@@ -16,6 +16,7 @@ import torch
 import export_executorch
 from export_core import ExportError
 from export_core.registry import withheld
+from export_executorch.workarounds.dim_order_strides import DIM_ORDER_TARGETS
 from export_executorch.workarounds.missing_kernels import repeat_interleave, repeat_interleave_self
 
 DECOMPOSE = "decompose_missing_kernels"
@@ -121,8 +122,7 @@ def _kept(batch: int, tokens: int, seed: int) -> tuple[torch.Tensor, torch.Tenso
     return torch.randn(batch, tokens, 64, generator=g), torch.rand(tokens, generator=g) > 0.4
 
 
-DIM_ORDER = [f"executorch:executorch.exir.{m}.dim_order_from_stride"
-             for m in ("tensor", "emit._emitter", "tensor_layout")]
+DIM_ORDER = [f"executorch:{target}" for target in DIM_ORDER_TARGETS]
 
 
 @pytest.mark.parametrize("backend", ["xnnpack", "portable"])

@@ -34,6 +34,8 @@ DIM_ORDER_TARGETS = (
     "executorch.exir.tensor.dim_order_from_stride",
     "executorch.exir.emit._emitter.dim_order_from_stride",
     "executorch.exir.tensor_layout.dim_order_from_stride",
+    "executorch.exir.passes.replace_view_copy_with_view_pass.dim_order_from_stride",
+    "executorch.backends.native.serialization.graph_serialize.dim_order_from_stride",
 )
 """The function and the modules that import it by name (executorch 1.5.1)."""
 
