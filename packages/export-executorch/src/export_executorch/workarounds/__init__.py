@@ -17,6 +17,8 @@ and the upstream bug:
 - :mod:`.xnnpack_max_dim` — ExecuTorch patch (``executorch_patches``, XNNPACK): the partitioner
   delegates ``max.dim`` reductions the XNNPACK serializer rejects (any axis but 2 / 3, or
   ``keepdim=False``).
+- :mod:`.xnnpack_gelu_tanh` — FX program fix (``fx_program_fixes``, XNNPACK): XNNPACK runs
+  ``gelu(approximate="tanh")`` as the exact GELU (a silent error); the tanh form is decomposed.
 - :mod:`.partitioner_checks` — not a workaround: the rejecting ``check_constraints`` wrapper the
   XNNPACK partitioner patches share.
 - :mod:`.dim_bounds` — FX program fix (``fx_program_fixes``): a finite range for every dynamic
@@ -55,6 +57,7 @@ from . import (
     retrace_contiguity,
     symbolic_empty,
     view_after_sdpa,
+    xnnpack_gelu_tanh,
     xnnpack_max_dim,
     xnnpack_passthrough,
     xnnpack_reshape_dims,
@@ -72,6 +75,7 @@ __all__ = [
     "retrace_contiguity",
     "symbolic_empty",
     "view_after_sdpa",
+    "xnnpack_gelu_tanh",
     "xnnpack_max_dim",
     "xnnpack_passthrough",
     "xnnpack_reshape_dims",
