@@ -17,7 +17,7 @@ and the upstream bug:
 - :mod:`.xnnpack_max_dim` — ExecuTorch patch (``executorch_patches``, XNNPACK): the partitioner
   delegates ``max.dim`` reductions the XNNPACK serializer rejects (any axis but 2 / 3, or
   ``keepdim=False``).
-- :mod:`.xnnpack_gelu_tanh` — FX program fix (``fx_program_fixes``, XNNPACK): XNNPACK runs
+- :mod:`.xnnpack_gelu_tanh` — FX node fix (``fx_node_fixes``, XNNPACK): XNNPACK runs
   ``gelu(approximate="tanh")`` as the exact GELU (a silent error); the tanh form is decomposed.
 - :mod:`.partitioner_checks` — not a workaround: the rejecting ``check_constraints`` wrapper the
   XNNPACK partitioner patches share.
@@ -26,6 +26,9 @@ and the upstream bug:
 - :mod:`.dim_order_strides` — ExecuTorch patch (``executorch_patches``): ``to_executorch``
   derives dim orders from strides with a data-dependent size without guarding (the contiguous
   order where the symbolic facts cannot decide).
+- :mod:`.exact_quotient_bounds` — ExecuTorch patch (``executorch_patches``): sizes that are exact
+  quotients (a view's inferred ``-1``) are simplified before ``to_executorch`` bounds them (a
+  view overran the arena, or an unbounded size fell back to the example's).
 - :mod:`.item_scalars` — FX program fix (``fx_program_fixes``): ``aten.item`` nodes, which fail
   every re-trace with symbolic sizes, become ``aten._local_scalar_dense`` (ExecuTorch's prim op).
 - :mod:`.missing_kernels` — FX program fix (``fx_program_fixes``): ``scatter_reduce.two``,
@@ -49,6 +52,7 @@ from ..stages import EXECUTORCH_STAGES
 from . import (
     dim_bounds,
     dim_order_strides,
+    exact_quotient_bounds,
     item_scalars,
     list_return_validator,
     missing_kernels,
@@ -67,6 +71,7 @@ __all__ = [
     "EXECUTORCH_STAGES",
     "dim_bounds",
     "dim_order_strides",
+    "exact_quotient_bounds",
     "item_scalars",
     "list_return_validator",
     "missing_kernels",

@@ -1,4 +1,4 @@
-"""FX program fix: XNNPACK runs ``gelu(x, approximate="tanh")`` as the exact (erf) GELU.
+"""FX node fix: XNNPACK runs ``gelu(x, approximate="tanh")`` as the exact (erf) GELU.
 
 XNNPACK's partitioner delegates every ``aten.gelu`` and its serializer writes an ``XNNGelu`` node
 without looking at ``approximate``, so a delegated tanh-approximated GELU computes
@@ -8,8 +8,8 @@ without looking at ``approximate``, so a delegated tanh-approximated GELU comput
 ``hidden_act="gelu_pytorch_tanh"`` (SigLIP and the vision-language models built on it, Gemma,
 Gemma 4, PaliGemma) came out of lowering with outputs off by 2e-4 .. 7e-4 at fp32.
 
-The fix decomposes each tanh-approximated ``gelu`` into that formula (``mul``, ``add``,
-``tanh``, all of which XNNPACK delegates), so the nodes stay inside the delegate and compute what
+The fix replaces each tanh-approximated ``gelu`` node by the nodes of that formula (``mul``,
+``add``, ``tanh``, all of which XNNPACK delegates; in place, without a re-trace), so the nodes stay inside the delegate and compute what
 PyTorch computes; exact GELU is left to ``XNNGelu``. The portable kernels implement both modes,
 so the fix is registered for the XNNPACK backend only. Fixed upstream by executorch#22851 (an
 ``XNNApproxGelu`` node), after ExecuTorch 1.5.
@@ -24,10 +24,9 @@ from typing import Any
 
 import torch
 
-from export_core.fixes import FixContext, FixResult
-from export_core.registry import register_fx_program_fix
+from export_core.registry import register_fx_node_fix
 
-__all__ = ["gelu_tanh", "gelu_tanh_as_formula", "tanh_gelu_count"]
+__all__ = ["gelu_tanh", "gelu_tanh_as_formula"]
 
 _aten = torch.ops.aten
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -53,42 +52,47 @@ def gelu_tanh(x: torch.Tensor, approximate: str = "none") -> Any:
     return x * 0.5 * (torch.tanh(inner) + 1.0)
 
 
-def tanh_gelu_count(program: torch.export.ExportedProgram) -> int:
-    """The ``aten.gelu`` nodes of ``program`` (nested graphs included) with
-    ``approximate="tanh"``."""
-    count = 0
-    for module in program.graph_module.modules():
-        if not isinstance(module, torch.fx.GraphModule):
-            continue
-        for node in module.graph.nodes:
-            if node.op == "call_function" and node.target is _aten.gelu.default:
-                mode = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
-                count += mode == "tanh"
-    return count
+def _call(graph: torch.fx.Graph, like: torch.fx.Node, target: Any, *args: Any) -> torch.fx.Node:
+    """Insert ``target(*args)`` before ``like``, with ``like``'s metadata and the fake value of
+    the call (computed from the arguments' ``val``: symbolic sizes carry over)."""
+    new = graph.call_function(target, args)
+    new.meta.update({k: v for k, v in like.meta.items() if k != "val"})
+    new.meta["val"] = target(*[a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args])
+    return new
 
 
-@register_fx_program_fix(
+@register_fx_node_fix(
     "executorch.xnnpack",
+    _aten.gelu.default,
     reason="XNNPACK's GELU ignores approximate='tanh' and computes the exact (erf) GELU, a "
     "silent error of up to ~5e-4 (gelu_pytorch_tanh models: SigLIP, Gemma, PaliGemma); the "
     "tanh approximation is decomposed into mul / add / tanh, which XNNPACK delegates",
     upstream="https://github.com/pytorch/executorch/pull/22851",
 )
-def gelu_tanh_as_formula(program: torch.export.ExportedProgram, context: FixContext) -> FixResult:
-    """Decompose every ``gelu(x, approximate="tanh")`` of the program with :func:`gelu_tanh`.
+def gelu_tanh_as_formula(node: torch.fx.Node) -> bool:
+    """Replace ``aten.gelu.default(x, approximate="tanh")`` by the nodes of :func:`gelu_tanh`
+    (in place: no re-trace; each new node has the fake value of its call).
 
     Args:
-        program: the captured ``ExportedProgram``.
-        context: the export's context (unused).
+        node: an ``aten.gelu.default`` call; ``x`` any shape, floating dtype.
 
     Returns:
-        ``FixResult(new program, modified=True, details=count)`` (``count``: the tanh GELU
-        nodes decomposed) when there is one, else ``FixResult(program, False)``.
+        True when the node was replaced (``approximate="tanh"``); exact GELU is left alone.
 
     Source: https://github.com/pytorch/executorch/pull/22851
     """
-    del context
-    count = tanh_gelu_count(program)
-    if not count:
-        return FixResult(program, False)
-    return FixResult(program.run_decompositions({_aten.gelu.default: gelu_tanh}), True, count)
+    approximate = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
+    x = node.args[0]
+    if approximate != "tanh" or not isinstance(x, torch.fx.Node) or "val" not in x.meta:
+        return False
+    graph = node.graph
+    mul, add = _aten.mul.Tensor, _aten.add.Tensor
+    with graph.inserting_before(node):
+        cube = _call(graph, node, mul, _call(graph, node, mul, x, x), x)
+        inner = _call(graph, node, add, x, _call(graph, node, mul, cube, 0.044715))
+        tanh = _call(graph, node, _aten.tanh.default, _call(graph, node, mul, inner, _SQRT_2_OVER_PI))
+        out = _call(graph, node, mul, _call(graph, node, mul, x, 0.5),
+                    _call(graph, node, add, tanh, 1.0))
+    node.replace_all_uses_with(out)
+    graph.erase_node(node)
+    return True

@@ -1,0 +1,157 @@
+"""ExecuTorch patch (``executorch_patches``): upper bounds of sizes that are exact quotients.
+
+Before planning memory, ``to_executorch`` replaces every symbolic size with its upper bound
+(``executorch.exir.sym_util.eval_upper_bound``: interval arithmetic, ``bound_sympy``, over the
+input dimensions' ranges). A ``view(-1, heads, q_len, k_len)`` of a ``(batch * heads, q_len,
+k_len)`` tensor infers its first size as ``(4*s0*L**2) // (L*(4*g + 4))`` where the frame count
+``L = g + 1`` and ``g = ((s1 // 10) - 3) // 2`` (SEW-D's attention over a convolved waveform): the
+quotient is exactly ``s0``, but sympy does not see that ``4*g + 4 == 4*L``, and the interval of
+the quotient divides the numerator's maximum by the denominator's minimum. Two ways it fails:
+
+- Too large: ``1276802`` instead of ``8``. A view shares its base's memory, so its planned
+  tensor overruns the arena and the program does not load (``MemoryAllocationFailed``, 0x21:
+  "offset_bytes + size_bytes >= allocator size").
+- Unbounded: ``s0 * ((4*s0) // that)`` has the interval ``[0, oo]``, and ``eval_upper_bound``
+  then falls back to the *example's* size (``8`` for batch 2, where the true bound is 32): the
+  program loads but a larger input fails at run time (a bounded tensor resized past its
+  capacity).
+
+The patch rewrites each floor division (and modulo) whose divisor divides the dividend as
+polynomials — with the nested ``//`` / ``%`` terms as atoms, integer coefficients — into the exact
+quotient (and ``0``), bounds that, and keeps the smaller of the two upper bounds (both are sound;
+the example-size fallback is not, and is replaced). Any other size keeps ExecuTorch's bound.
+
+Upstream: ExecuTorch bounds sizes by ``bound_sympy`` since
+https://github.com/pytorch/executorch/pull/264; the interval of a quotient of correlated terms
+is not tight, and ``int_oo`` falls back to the trace hint (``sym_util.eval_upper_bound``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from export_core.patching import MARKS_OWN_FIRING, PatchSession
+from export_core.registry import register_patch
+
+from ..stages import BACKEND
+
+__all__ = ["UPPER_BOUND_TARGETS", "exact_quotients", "tight_upper_bound"]
+
+UPPER_BOUND_TARGETS = (
+    "executorch.exir.sym_util.eval_upper_bound",
+    "executorch.exir.passes.sym_shape_eval_pass.eval_upper_bound",
+)
+"""The function and the module that imports it by name (executorch 1.5.1)."""
+
+
+def _exact_quotient(dividend: Any, divisor: Any) -> Any:
+    """``dividend / divisor`` when it is a polynomial with integer coefficients (the nested
+    ``//`` / ``%`` terms as atoms), else ``None``."""
+    import sympy
+
+    quotient = sympy.cancel(dividend / divisor)
+    numerator, denominator = sympy.fraction(quotient)
+    if denominator != 1:
+        return None
+    if numerator.is_Integer:
+        return numerator
+    try:
+        coefficients = sympy.Poly(numerator).coeffs()
+    except sympy.PolynomialError:
+        return None
+    return numerator if all(c.is_integer for c in coefficients) else None
+
+
+def exact_quotients(expr: Any) -> Any:
+    """``expr`` with each ``FloorDiv(a, b)`` whose ``b`` divides ``a`` exactly replaced by the
+    quotient, and each such ``Mod`` / ``PythonMod`` by ``0`` (innermost first).
+
+    Args:
+        expr: a sympy integer expression of sizes (``torch.utils._sympy.functions`` terms).
+
+    Returns:
+        An equal expression (the same object when nothing was rewritten). Exact for every value
+        of the symbols where ``b != 0``; sizes never divide by zero.
+    """
+    import sympy
+    from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
+
+    if not getattr(expr, "args", ()):
+        return expr
+    args = [exact_quotients(a) for a in expr.args]
+    if any(new is not old for new, old in zip(args, expr.args, strict=True)):
+        expr = expr.func(*args)
+    if isinstance(expr, (FloorDiv, Mod, PythonMod)):
+        quotient = _exact_quotient(*expr.args)
+        if quotient is not None:
+            return quotient if isinstance(expr, FloorDiv) else sympy.Integer(0)
+    return expr
+
+
+def tight_upper_bound(expr: Any, var_to_range: dict[Any, Any]) -> int | None:
+    """The upper bound of :func:`exact_quotients` of ``expr`` over ``var_to_range``; ``None``
+    when nothing was rewritten or the bound is not finite."""
+    import sympy
+    from torch.utils._sympy.value_ranges import bound_sympy
+
+    exact = exact_quotients(expr)
+    if exact is expr:
+        return None
+    upper = bound_sympy(sympy.sympify(exact), var_to_range).upper
+    return int(upper) if isinstance(upper, sympy.Integer) else None
+
+
+def _register(target: str) -> None:
+    name = f"{BACKEND}:{target}"
+
+    @register_patch(
+        BACKEND,
+        target,
+        stage="executorch_patches",
+        reason=(
+            "to_executorch bounds each size by interval arithmetic: an exact quotient such as a "
+            "view's inferred -1 ((4*b*L**2)//(L*(4*g+4)), SEW-D) gets a bound far above the true "
+            "one (the program's view overruns the arena: 0x21 at load) or none, where the "
+            "example's size is used (larger inputs fail at run time); exact quotients are "
+            "simplified before bounding"
+        ),
+        upstream="https://github.com/pytorch/executorch/pull/264",
+        versions=("executorch", ">=1.0,<1.6"),
+    )
+    def upper_bounds_of_exact_quotients(original: Any, session: PatchSession) -> Any:
+        """``eval_upper_bound(size) -> int`` that bounds the exact-quotient form of a symbolic
+        size (:func:`tight_upper_bound`) and answers the smaller bound; marked fired where that
+        differs from ExecuTorch's answer (or ExecuTorch raised).
+
+        Source: https://github.com/pytorch/executorch/pull/264
+        """
+
+        def eval_upper_bound(maybe_symint: Any) -> int:
+            if isinstance(maybe_symint, int):
+                return maybe_symint
+            node = maybe_symint.node
+            tight = tight_upper_bound(node.expr, node.shape_env.var_to_range)
+            try:
+                bound = original(maybe_symint)
+            except RuntimeError:
+                if tight is None:
+                    raise
+                session.mark_fired(name)
+                return tight
+            if tight is None or tight == bound:
+                return bound
+            # ExecuTorch's bound is either sound and larger, or the example's size (unbounded
+            # interval), which the exact form replaces with a sound bound
+            import sympy
+            from torch.utils._sympy.value_ranges import bound_sympy
+
+            sound = bound_sympy(node.expr, node.shape_env.var_to_range).upper
+            session.mark_fired(name)
+            return min(bound, tight) if isinstance(sound, sympy.Integer) else tight
+
+        setattr(eval_upper_bound, MARKS_OWN_FIRING, True)
+        return eval_upper_bound
+
+
+for _target in UPPER_BOUND_TARGETS:
+    _register(_target)

@@ -1,0 +1,92 @@
+"""Upper bounds of sizes that are exact quotients (``upper_bounds_of_exact_quotients``): the
+attention of a convolved waveform views its ``(batch * heads, frames, frames)`` scores as
+``(-1, heads, frames, frames)`` (SEW-D), and ExecuTorch's interval bound of the inferred ``-1``
+is ~1e5 times the batch bound, so the view overruns the planned arena and the program does not
+load (0x21, or ``std::bad_alloc`` for the arena itself). With the patch the program loads and matches eager at three shapes (batch 1 among
+them); without it, it does not load."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import pytest
+import sympy
+import torch
+from torch.utils._sympy.functions import FloorDiv, Mod
+from torch.utils._sympy.value_ranges import ValueRanges
+
+import export_executorch
+from export_core import RuntimeLoadError
+from export_core.registry import withheld
+from export_executorch.workarounds.exact_quotient_bounds import (
+    UPPER_BOUND_TARGETS,
+    exact_quotients,
+    tight_upper_bound,
+)
+
+FIRED = [f"executorch:{t}" for t in UPPER_BOUND_TARGETS]
+
+
+class ConvolvedAttention(torch.nn.Module):
+    """``waveform`` ``(batch, samples)`` float32 -> ``(batch, frames, 8)``, ``frames =
+    ((samples // 10) - 4) // 2 + 1``: two strided convolutions, then 4-head self-attention whose
+    scores are viewed with an inferred batch (``view(-1, heads, frames, frames)``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv1 = torch.nn.Conv1d(1, 8, 10, stride=10)
+        self.conv2 = torch.nn.Conv1d(8, 8, 4, stride=2)
+
+    def forward(self, waveform: torch.Tensor) -> torch.Tensor:
+        h = self.conv2(self.conv1(waveform.unsqueeze(1))).transpose(1, 2)
+        batch, frames, _ = h.shape
+        q = h.reshape(batch, frames, 4, 2).transpose(1, 2).reshape(-1, frames, 2)
+        scores = torch.bmm(q, q.transpose(1, 2))
+        scores = scores.view(-1, 4, scores.size(-2), scores.size(-1)).softmax(-1)
+        context = torch.bmm(scores.view(-1, frames, frames), q).view(-1, 4, frames, 2)
+        return context.permute(0, 2, 1, 3).reshape(batch, frames, 8)
+
+
+def _waveforms() -> tuple[tuple[torch.Tensor], list[tuple[torch.Tensor]]]:
+    g = torch.Generator().manual_seed(0)
+    return ((torch.randn(2, 400, generator=g),),
+            [(torch.randn(3, 500, generator=g),), (torch.randn(1, 250, generator=g),)])
+
+
+def test_exact_quotients_are_simplified():
+    b, s = sympy.symbols("b s", integer=True, positive=True)
+    g = FloorDiv(FloorDiv(s, 10) - 3, 2)
+    frames = g + 1
+    quotient = FloorDiv(4 * b * frames**2, frames * (4 * g + 4))
+    assert exact_quotients(quotient) == b
+    assert exact_quotients(FloorDiv(4 * b, quotient)) == 4
+    assert exact_quotients(Mod(6 * b * frames, 3 * frames)) == 0
+    inexact = FloorDiv(s, 10)
+    assert exact_quotients(inexact) is inexact  # not a multiple of 10 for every s
+    ranges = {b: ValueRanges(1, 8), s: ValueRanges(50, 16000)}
+    assert tight_upper_bound(quotient, ranges) == 8
+    assert tight_upper_bound(b * FloorDiv(4 * b, quotient), ranges) == 32
+    assert tight_upper_bound(inexact, ranges) is None  # nothing rewritten: ExecuTorch's bound
+
+
+@pytest.mark.parametrize("backend", ["xnnpack", "portable"])
+def test_attention_over_convolved_frames_loads_and_matches_eager(backend):
+    example, validation = _waveforms()
+    result = export_executorch.export(ConvolvedAttention().eval(), example, backend=backend,
+                                      validation_inputs=validation)
+    report = result.report
+    assert report["status"] == "ok" and report["validation"]["passed"] is True
+    assert [c["shapes"]["0"] for c in report["validation"]["checks"]] == [[2, 400], [3, 500], [1, 250]]
+    assert set(FIRED) <= set(report["patches"]["fired"])
+    # the largest tensors are the (8 * 4, 799, 799) float32 scores at the bounds (82 MB)
+    assert report["memory"]["arena_bytes"] < 256 << 20
+
+
+def test_without_the_patch_the_view_overruns_the_arena():
+    example, validation = _waveforms()
+    with ExitStack() as stack:
+        for target in UPPER_BOUND_TARGETS:
+            stack.enter_context(withheld("executorch", target))
+        with pytest.raises(RuntimeLoadError, match="0x:21|bad_alloc"):
+            export_executorch.export(ConvolvedAttention().eval(), example, validation_inputs=validation)
