@@ -18,6 +18,8 @@ Modules, one concern each:
 - :mod:`.static_cache`: a static cache layer updated out of place (no input mutation).
 - :mod:`.dbrx_experts`: DBRX's experts as per-pair weight gathers and ``bmm`` (no loop over
   the experts the routing hit).
+- :mod:`.cpmant_position_mask`: CPM-Ant's left-padding positions from ``torch.arange`` (no
+  sequence axis pinned by ``range`` over its length).
 - :mod:`.fsmt_padding_mask`: FSMT's decoder padding mask kept as a tensor (no branch on
   whether the batch has padding).
 - :mod:`.per_item_split`: the per-image ``torch.split(features, sizes.tolist())`` of Qwen-VL-style
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 from . import (
                all_true_check,
+               cpmant_position_mask,
                dbrx_experts,
                fsmt_padding_mask,
                moe_experts,
@@ -47,6 +50,6 @@ from . import (
 )
 
 __all__ = [
-    "all_true_check", "dbrx_experts", "fsmt_padding_mask",
+    "all_true_check", "cpmant_position_mask", "dbrx_experts", "fsmt_padding_mask",
     "moe_experts", "packed_vision_attention", "per_item_split", "static_cache", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index"]
