@@ -33,6 +33,7 @@ __all__ = [
     "apply_fx_node_fixes",
     "apply_fx_program_fixes",
     "apply_program_fixes",
+    "call_before",
     "called_targets",
     "iter_graph_modules",
 ]
@@ -91,6 +92,22 @@ class FixesApplied:
 def iter_graph_modules(gm: torch.fx.GraphModule) -> list[torch.fx.GraphModule]:
     """``gm`` and every nested ``GraphModule`` (cond/while branches, HOP bodies)."""
     return [m for m in gm.modules() if isinstance(m, torch.fx.GraphModule)]
+
+
+def call_before(node: torch.fx.Node, target: Any, *args: Any) -> torch.fx.Node:
+    """Insert ``target(*args)`` before ``node`` (an FX node fix's replacement nodes), with
+    ``node``'s metadata (stack trace, module stack) and the fake value of the call, computed from
+    the arguments' ``meta["val"]`` (symbolic sizes carry over).
+
+    Raises:
+        KeyError: a node argument has no ``meta["val"]``.
+    """
+    graph = node.graph
+    with graph.inserting_before(node):
+        new = graph.call_function(target, args)
+    new.meta.update({k: v for k, v in node.meta.items() if k != "val"})
+    new.meta["val"] = target(*[a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args])
+    return new
 
 
 def called_targets(program: Any, targets: Any) -> set[Any]:

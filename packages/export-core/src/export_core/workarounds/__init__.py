@@ -20,6 +20,8 @@ Modules, one concern each:
   the experts the routing hit).
 - :mod:`.cpmant_position_mask`: CPM-Ant's left-padding positions from ``torch.arange`` (no
   sequence axis pinned by ``range`` over its length).
+- :mod:`.erfinv_formula`: ``aten.erfinv`` (no ONNX function, not Core ATen) as a rational
+  approximation.
 - :mod:`.fsmt_padding_mask`: FSMT's decoder padding mask kept as a tensor (no branch on
   whether the batch has padding).
 - :mod:`.per_item_split`: the per-image ``torch.split(features, sizes.tolist())`` of Qwen-VL-style
@@ -38,6 +40,7 @@ from . import (
                all_true_check,
                cpmant_position_mask,
                dbrx_experts,
+               erfinv_formula,
                fsmt_padding_mask,
                moe_experts,
                packed_vision_attention,
@@ -50,6 +53,6 @@ from . import (
 )
 
 __all__ = [
-    "all_true_check", "cpmant_position_mask", "dbrx_experts", "fsmt_padding_mask",
+    "all_true_check", "cpmant_position_mask", "dbrx_experts", "erfinv_formula", "fsmt_padding_mask",
     "moe_experts", "packed_vision_attention", "per_item_split", "static_cache", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index"]

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from export_core.fixes import call_before
 from export_core.registry import register_fx_node_fix
 
 __all__ = ["gelu_tanh", "gelu_tanh_as_formula"]
@@ -52,15 +53,6 @@ def gelu_tanh(x: torch.Tensor, approximate: str = "none") -> Any:
     return x * 0.5 * (torch.tanh(inner) + 1.0)
 
 
-def _call(graph: torch.fx.Graph, like: torch.fx.Node, target: Any, *args: Any) -> torch.fx.Node:
-    """Insert ``target(*args)`` before ``like``, with ``like``'s metadata and the fake value of
-    the call (computed from the arguments' ``val``: symbolic sizes carry over)."""
-    new = graph.call_function(target, args)
-    new.meta.update({k: v for k, v in like.meta.items() if k != "val"})
-    new.meta["val"] = target(*[a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args])
-    return new
-
-
 @register_fx_node_fix(
     "executorch.xnnpack",
     _aten.gelu.default,
@@ -85,14 +77,11 @@ def gelu_tanh_as_formula(node: torch.fx.Node) -> bool:
     x = node.args[0]
     if approximate != "tanh" or not isinstance(x, torch.fx.Node) or "val" not in x.meta:
         return False
-    graph = node.graph
     mul, add = _aten.mul.Tensor, _aten.add.Tensor
-    with graph.inserting_before(node):
-        cube = _call(graph, node, mul, _call(graph, node, mul, x, x), x)
-        inner = _call(graph, node, add, x, _call(graph, node, mul, cube, 0.044715))
-        tanh = _call(graph, node, _aten.tanh.default, _call(graph, node, mul, inner, _SQRT_2_OVER_PI))
-        out = _call(graph, node, mul, _call(graph, node, mul, x, 0.5),
-                    _call(graph, node, add, tanh, 1.0))
+    cube = call_before(node, mul, call_before(node, mul, x, x), x)
+    inner = call_before(node, add, x, call_before(node, mul, cube, 0.044715))
+    tanh = call_before(node, _aten.tanh.default, call_before(node, mul, inner, _SQRT_2_OVER_PI))
+    out = call_before(node, mul, call_before(node, mul, x, 0.5), call_before(node, add, tanh, 1.0))
     node.replace_all_uses_with(out)
-    graph.erase_node(node)
+    node.graph.erase_node(node)
     return True
