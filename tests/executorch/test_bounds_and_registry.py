@@ -21,7 +21,8 @@ def test_limits_from_config_capped_and_overridden() -> None:
     small = dim_limits(_Config(max_position_embeddings=128, image_size=32))
     assert (small.max_batch, small.max_seq, small.max_image_size) == (8, 128, 32)
     assert small.sources == {"max_batch": "default", "max_seq": "config.max_position_embeddings",
-                             "max_image_size": "config.image_size", "max_audio_samples": "default"}
+                             "max_image_size": "config.image_size", "max_audio_samples": "default",
+                             "max_frames": "default"}
     huge = dim_limits(_Config(max_position_embeddings=131072))
     assert huge.max_seq == 512 and huge.sources["max_seq"].startswith("default cap")
     nested = dim_limits(_Config(text_config=_Config(n_positions=64)))
@@ -58,6 +59,18 @@ def test_audio_cap_from_sampling_rate_or_default() -> None:
     assert dim_limits(_Config(sampling_rate=24000)).sources["max_audio_samples"] == (
         "1 s at config.sampling_rate=24000")
     assert dim_limits(None).max_audio_samples == 16000
+
+
+def test_frame_cap_from_config_or_default() -> None:
+    assert dim_limits(_Config(num_frames=16)).max_frames == 16
+    assert dim_limits(_Config(frames_per_clip=8)).sources["max_frames"] == "config.frames_per_clip"
+    assert dim_limits(_Config(vision_config=_Config(num_frames=32))).max_frames == 32
+    assert dim_limits(None).max_frames == 64
+    assert dim_limits(None, max_frames=12).sources["max_frames"] == "option"
+    video = torch.zeros(2, 16, 3, 32, 32)
+    assert [axis_role("pixel_values", video, a) for a in range(5)] == [
+        "batch", "frames", "image", "image", "image"]
+    assert axis_role("pixel_values", torch.zeros(2, 3, 32, 32), 1) == "sequence"
     assert dim_limits(None, max_audio_samples=800).sources["max_audio_samples"] == "option"
 
 
@@ -112,11 +125,12 @@ def test_derived_cap_below_the_example_is_raised_but_an_option_is_not() -> None:
 
 
 def test_workarounds_are_registered_with_reason_and_upstream() -> None:
-    assert workarounds.__all__ == ["EXECUTORCH_STAGES", "dim_bounds", "dim_order_strides", "item_scalars",
+    assert workarounds.__all__ == ["EXECUTORCH_STAGES", "dim_bounds", "dim_order_strides",
+                                   "exact_quotient_bounds", "item_scalars",
                                    "list_return_validator", "missing_kernels",
                                    "partitioner_checks", "python_sym_ops", "retrace_contiguity",
-                                   "symbolic_empty", "view_after_sdpa", "xnnpack_max_dim", "xnnpack_passthrough",
-                                   "xnnpack_reshape_dims"]
+                                   "symbolic_empty", "view_after_sdpa", "xnnpack_gelu_tanh",
+                                   "xnnpack_max_dim", "xnnpack_passthrough", "xnnpack_reshape_dims"]
     rows = {r.name: r for r in describe(["executorch"])}
     patch = rows["executorch:executorch.exir.verification.arg_validator.EdgeOpArgValidator.call_function"]
     assert patch.kind == "patch" and patch.resolvable, patch.problem
@@ -162,3 +176,23 @@ def test_infinite_range_ends_are_not_bounds() -> None:
 
     assert [_as_int(x) for x in (int_oo, -int_oo, sympy.oo, -sympy.oo)] == [None] * 4
     assert [_as_int(sympy.Integer(5)), _as_int(3)] == [5, 3]
+
+
+def test_video_frames_are_bounded_by_the_config() -> None:
+    """A tiny VideoMAE (16 frames of 32 x 32, tubelets of 2): bounded as a sequence (512
+    frames), its attention over frames x patches planned 34 GB per tensor and the program did
+    not load; with the frames role the cap is ``config.num_frames`` and the arena stays small."""
+    import export_executorch
+    from export_sweep.zoo.build import build_tiny_model
+
+    model = build_tiny_model("videomae").model
+    g = torch.Generator().manual_seed(0)
+    video = [torch.randn(b, 16, 3, 32, 32, generator=g) for b in (2, 3, 1)]
+    result = export_executorch.export(model, {"pixel_values": video[0]},
+                                      validation_inputs=[{"pixel_values": v} for v in video[1:]])
+    report = result.report
+    assert report["validation"]["passed"] is True
+    frames = [d for d in report["bounds"]["dims"] if d["role"] == "frames"]
+    assert [(d["input"], d["axis"], d["max"]) for d in frames] == [("pixel_values", 1, 16)]
+    assert report["bounds"]["sources"]["max_frames"] == "config.num_frames"
+    assert report["memory"]["arena_bytes"] < 1 << 30

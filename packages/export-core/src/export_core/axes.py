@@ -119,7 +119,9 @@ def axis_role(input_name: str, value: Any, axis: int, *, packed: bool = False) -
     model takes one of :data:`GRID_INPUTS`), which counts packed patches: ``sequence``; the past axis of a cache input (``past_key_values.<i>.key``,
     ``(batch, kv_heads, past_sequence, head_dim)``) is ``sequence``; the last axis of a waveform input (:data:`WAVEFORM_INPUTS`) is
     ``audio``; axis 1 of 3-d ``position_ids`` (multimodal rotary positions, ``(sections, batch,
-    sequence)``) is ``batch``; height and width of a 4-d floating input (``pixel_values``) are ``image``; every
+    sequence)``) is ``batch``; axis 1 of a 5-d floating input (a video, ``(batch, frames, channels,
+    height, width)``: VideoMAE, TimeSformer, V-JEPA 2; or a stack of images per sample) is
+    ``frames``; height and width of a 4-d floating input (``pixel_values``) are ``image``; every
     other axis (tokens, mask positions) is ``sequence``.
     """
     dtype = getattr(value, "dtype", None)
@@ -134,6 +136,8 @@ def axis_role(input_name: str, value: Any, axis: int, *, packed: bool = False) -
         return "sequence"
     if input_name in WAVEFORM_INPUTS and _is_waveform(value) and axis == value.dim() - 1:
         return "audio"
+    if getattr(value, "dim", lambda: 0)() == 5 and axis == 1 and dtype is not None and dtype.is_floating_point:
+        return "frames"
     if getattr(value, "dim", lambda: 0)() == 4 and axis >= 2 and dtype is not None and dtype.is_floating_point:
         return "image"
     if "pixel" in input_name and axis >= 2:
@@ -148,7 +152,7 @@ class AxisName:
     Attributes:
         input: artifact input name (``input_ids``).
         axis: the axis index.
-        role: ``batch``, ``sequence``, ``image`` or ``audio`` (:func:`axis_role`).
+        role: ``batch``, ``sequence``, ``image``, ``audio`` or ``frames`` (:func:`axis_role`).
         symbol: the ``torch.export`` symbol of the axis (``s27``).
         name: the artifact's name of the axis (``batch``, ``sequence``, ``height``, ...).
         example: the axis's size in the export's example input.

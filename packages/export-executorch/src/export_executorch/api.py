@@ -30,6 +30,7 @@ def export(
     max_seq: int | None = None,
     max_image_size: int | None = None,
     max_audio_samples: int | None = None,
+    max_frames: int | None = None,
     constant_kwargs: dict[str, Any] | None = None,
     strict: bool = False,
     task: str | None = None,
@@ -71,6 +72,9 @@ def export(
         max_audio_samples: upper bound of waveform axes (``input_values``), in samples
             (default: 1 s at ``config.sampling_rate``, else 16000). A bound left to its
             default is raised to the example inputs' size when they are larger.
+        max_frames: upper bound of video frame axes (axis 1 of a 5-d floating input, such as
+            ``pixel_values`` ``(batch, frames, channels, height, width)``; default:
+            ``config.num_frames`` / ``frames_per_clip``, else 64).
         constant_kwargs: ``forward`` keyword arguments fixed at export (dict inputs only).
         strict: trace with TorchDynamo.
         task: recorded in the report.
@@ -112,6 +116,7 @@ def export(
         max_seq=max_seq,
         max_image_size=max_image_size,
         max_audio_samples=max_audio_samples,
+        max_frames=max_frames,
         atol=atol,
         rtol=rtol,
         max_artifact_bytes=max_artifact_bytes,

@@ -9,12 +9,17 @@ lowering, every symbol of a user input gets a real range ``[1, max]``:
 - ``sequence`` (the other axes of token / mask inputs): the model's position limit
   (``max_position_embeddings``, ``n_positions``, ...) capped at :data:`DEFAULT_MAX_SEQ`, or
   ``max_seq``;
-- ``image`` (height and width of 4-d float inputs): the config's ``image_size`` (else
+- ``image`` (height and width of 4-d float inputs): the config's ``image_size`` or
+  ``crop_size`` (V-JEPA 2; else
   :data:`DEFAULT_MAX_IMAGE_SIZE`), or ``max_image_size``;
 - ``audio`` (the last axis of a raw waveform, ``input_values`` / ``audio_values``, 2-d or 3-d):
   one second at the config's ``sampling_rate`` (else :data:`DEFAULT_MAX_AUDIO_SAMPLES`), or
   ``max_audio_samples``. A waveform has thousands of samples per second, so the token cap
   would reject any real clip.
+- ``frames`` (axis 1 of a 5-d float input: the frames of a video, or the images of a sample):
+  the config's ``num_frames`` / ``frames_per_clip`` (else :data:`DEFAULT_MAX_FRAMES`), or
+  ``max_frames``. As a sequence (512 frames) a video model's attention over frames x patches
+  planned terabytes.
 
 A cap derived from the config or a default never rejects the export's own example inputs: when
 the example is larger (an OCR model fed 48 x 320 images while ``image_size`` is 224), the cap
@@ -83,6 +88,12 @@ DEFAULT_MAX_IMAGE_SIZE = 224
 DEFAULT_MAX_AUDIO_SAMPLES = 16_000
 """Waveform length cap (samples) when the config has no ``sampling_rate``: 1 s at 16 kHz."""
 
+DEFAULT_MAX_FRAMES = 64
+"""Video frame cap when the config gives no ``num_frames`` / ``frames_per_clip``."""
+
+_FRAME_KEYS = ("num_frames", "frames_per_clip")
+_FRAME_SUB_CONFIGS = ("vision_config", "video_config", "encoder")
+
 AUDIO_SECONDS = 1
 """Seconds of audio admitted by default when the config gives a ``sampling_rate``. Kept short:
 ExecuTorch plans a wav2vec2-style encoder's arena roughly quadratically in this cap (a tiny HuBERT
@@ -105,6 +116,7 @@ class DimLimits:
         max_seq: sequence axes.
         max_image_size: image height and width.
         max_audio_samples: waveform axes (samples).
+        max_frames: video frame axes (frames).
         sources: where each cap came from (``"option"``, ``"default"``, or the config field).
     """
 
@@ -113,9 +125,10 @@ class DimLimits:
     max_image_size: int
     max_audio_samples: int = DEFAULT_MAX_AUDIO_SAMPLES
     sources: dict[str, str] = field(default_factory=dict)
+    max_frames: int = DEFAULT_MAX_FRAMES
 
     def for_role(self, role: str) -> int:
-        """The cap of ``role`` (``batch``, ``sequence``, ``image`` or ``audio``)."""
+        """The cap of ``role`` (``batch``, ``sequence``, ``image``, ``audio`` or ``frames``)."""
         return getattr(self, ROLE_OPTIONS.get(role, "max_seq"))
 
     def is_option(self, role: str) -> bool:
@@ -124,7 +137,7 @@ class DimLimits:
 
 
 ROLE_OPTIONS = {"batch": "max_batch", "sequence": "max_seq", "image": "max_image_size",
-                "audio": "max_audio_samples"}
+                "audio": "max_audio_samples", "frames": "max_frames"}
 """The option that caps each axis role."""
 
 
@@ -196,13 +209,14 @@ class BoundsPlan:
         self._previous.clear()
 
     def as_dict(self) -> dict[str, Any]:
-        """``{"max_batch", "max_seq", "max_image_size", "max_audio_samples", "sources",
-        "dims": [...]}``."""
+        """``{"max_batch", "max_seq", "max_image_size", "max_audio_samples", "max_frames",
+        "sources", "dims": [...]}``."""
         return {
             "max_batch": self.limits.max_batch,
             "max_seq": self.limits.max_seq,
             "max_image_size": self.limits.max_image_size,
             "max_audio_samples": self.limits.max_audio_samples,
+            "max_frames": self.limits.max_frames,
             "sources": dict(self.limits.sources),
             "dims": [asdict(d) for d in self.dims],
             "data_dependent": dict(self.data_dependent),
@@ -216,13 +230,14 @@ def dim_limits(
     max_seq: int | None = None,
     max_image_size: int | None = None,
     max_audio_samples: int | None = None,
+    max_frames: int | None = None,
 ) -> DimLimits:
     """The caps for one export: explicit options first, else derived from ``model_config``.
 
     Args:
         model_config: the model's ``PretrainedConfig`` (or ``None`` for a plain module).
-        max_batch, max_seq, max_image_size, max_audio_samples: explicit caps (``None``:
-            derive).
+        max_batch, max_seq, max_image_size, max_audio_samples, max_frames: explicit caps
+            (``None``: derive).
 
     Returns:
         The :class:`DimLimits`.
@@ -233,7 +248,7 @@ def dim_limits(
     sources: dict[str, str] = {}
     for name, value in (("max_batch", max_batch), ("max_seq", max_seq),
                         ("max_image_size", max_image_size),
-                        ("max_audio_samples", max_audio_samples)):
+                        ("max_audio_samples", max_audio_samples), ("max_frames", max_frames)):
         if value is not None and value < MIN_CAP:
             raise InputError(
                 f"{name} must be at least {MIN_CAP} to keep the axis dynamic, got {value} "
@@ -255,7 +270,7 @@ def dim_limits(
         else:
             max_seq, sources["max_seq"] = DEFAULT_MAX_SEQ, "default"
     if max_image_size is None:
-        found = config_int(model_config, ("image_size",))
+        found = config_int(model_config, ("image_size", "crop_size"))
         if found is not None:
             max_image_size, sources["max_image_size"] = found[0], f"config.{found[1]}"
         else:
@@ -267,7 +282,13 @@ def dim_limits(
             sources["max_audio_samples"] = f"{AUDIO_SECONDS} s at config.{found[1]}={found[0]}"
         else:
             max_audio_samples, sources["max_audio_samples"] = DEFAULT_MAX_AUDIO_SAMPLES, "default"
-    return DimLimits(max_batch, max_seq, max_image_size, max_audio_samples, sources)
+    if max_frames is None:
+        found = config_int(model_config, _FRAME_KEYS, _FRAME_SUB_CONFIGS)
+        if found is not None:
+            max_frames, sources["max_frames"] = found[0], f"config.{found[1]}"
+        else:
+            max_frames, sources["max_frames"] = DEFAULT_MAX_FRAMES, "default"
+    return DimLimits(max_batch, max_seq, max_image_size, max_audio_samples, sources, max_frames)
 
 
 def _user_placeholders(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:

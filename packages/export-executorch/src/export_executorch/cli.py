@@ -28,7 +28,7 @@ __all__ = ["main", "build_parser"]
 def build_parser() -> argparse.ArgumentParser:
     """``export-executorch [MODEL] [-o OUT] [--backend xnnpack|portable|cuda] [--static]
     [--no-validate] [--max-batch N] [--max-seq N] [--max-image-size N]
-    [--max-audio-samples N] [--max-artifact-mb MB] [--max-arena-mb MB]``."""
+    [--max-audio-samples N] [--max-frames N] [--max-artifact-mb MB] [--max-arena-mb MB]``."""
     p = base_parser(
         "export-executorch",
         "Export a Hugging Face model directory (default: the embedded all-MiniLM-L6-v2) to an "
@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-audio-samples", type=positive_int, metavar="N",
                    help="longest waveform (input_values) the program accepts, in samples "
                    "(default: 1 s at the config's sampling_rate, else 16000)")
+    p.add_argument("--max-frames", type=positive_int, metavar="N",
+                   help="most video frames (axis 1 of a 5-d pixel input) the program accepts "
+                   "(default: the config's num_frames / frames_per_clip, else 64)")
     p.add_argument("--max-arena-mb", type=positive_mib, metavar="MB",
                    help="refuse, after memory planning and before the save, a program whose "
                    "planned activation arena exceeds MB mebibytes (default: no limit)")
@@ -63,6 +66,7 @@ def _make(args: argparse.Namespace, listener: RichStageListener, **common: Any) 
         max_seq=args.max_seq,
         max_image_size=args.max_image_size,
         max_audio_samples=args.max_audio_samples,
+        max_frames=args.max_frames,
         max_arena_bytes=args.max_arena_mb,
         **common,
     )

@@ -60,6 +60,8 @@ class ExecutorchConfig(DynamoConfig):
             ``image_size``, else 224).
         max_audio_samples: upper bound of waveform axes, in samples (``None``: 1 s at the
             config's ``sampling_rate``, else 16000).
+        max_frames: upper bound of video frame axes (``None``: the config's ``num_frames`` /
+            ``frames_per_clip``, else 64).
 
         max_arena_bytes: budget of the planned activation arena in bytes (``None``: none),
             checked after memory planning, before the save
@@ -78,6 +80,7 @@ class ExecutorchConfig(DynamoConfig):
     max_seq: int | None = None
     max_image_size: int | None = None
     max_audio_samples: int | None = None
+    max_frames: int | None = None
     max_arena_bytes: int | None = None
 
     def __post_init__(self) -> None:

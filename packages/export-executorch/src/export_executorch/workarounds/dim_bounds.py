@@ -44,7 +44,8 @@ def bound_dynamic_dims(program: torch.export.ExportedProgram, context: FixContex
     Args:
         program: the captured ``ExportedProgram``.
         context: the export's context; ``context.config`` (an ``ExecutorchConfig``) gives
-            ``max_batch``, ``max_seq``, ``max_image_size`` and ``max_audio_samples``,
+            ``max_batch``, ``max_seq``, ``max_image_size``, ``max_audio_samples`` and
+            ``max_frames``,
             ``context.capture`` the input names and the model config.
 
     Returns:
@@ -61,6 +62,7 @@ def bound_dynamic_dims(program: torch.export.ExportedProgram, context: FixContex
         max_batch=getattr(cfg, "max_batch", None), max_seq=getattr(cfg, "max_seq", None),
         max_image_size=getattr(cfg, "max_image_size", None),
         max_audio_samples=getattr(cfg, "max_audio_samples", None),
+        max_frames=getattr(cfg, "max_frames", None),
     )
     capture = context.capture
     declared = declared_dims(capture.kwargs or capture.args, capture.dynamic_shapes,
