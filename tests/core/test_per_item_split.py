@@ -18,7 +18,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 import export_executorch
 import export_onnx
-from export_core import DynamoExporter
+from export_core import DynamoExporter, ExportError
 from export_core.inputs import make_example_inputs
 from export_core.patching import apply_patches
 from export_core.registry import withheld
@@ -139,3 +139,32 @@ def test_without_the_patch_the_image_count_is_pinned(qwen2_vl) -> None:
     assert capture.output_names.count("image_outputs.pooler_output.1") == 1  # one per image
     with pytest.raises(Exception, match="image_grid_thw"):
         capture.program.module()(**sets[2])
+
+
+SMOLVLM_PATCH = "dynamo:transformers.models.smolvlm.modeling_smolvlm.SmolVLMModel.get_image_features"
+
+
+def _smolvlm() -> tuple[torch.nn.Module, list[dict]]:
+    """Tiny SmolVLM (the Idefics3 layout) and its input sets at batch 2, 3 and 1: ``pixel_values``
+    ``(batch, images, 3, 32, 32)``, the images of a sample split with
+    ``features.split(real_images_per_sample.tolist())`` (a method, not ``torch.split``)."""
+    tiny = build_tiny_model("smolvlm", forward=True)
+    first, second = tiny.inputs.first, tiny.inputs.second
+    return tiny.model, [first, second, {k: v[:1] for k, v in first.items()}]
+
+
+@pytest.mark.parametrize("exporter", [export_onnx, export_executorch], ids=["onnx", "executorch"])
+def test_smolvlm_per_sample_split_keeps_the_batch_dynamic(exporter) -> None:
+    model, sets = _smolvlm()
+    result = exporter.export(model, sets[0], validation_inputs=sets[1:])
+    report = result.report
+    assert report["validation"]["passed"] is True
+    assert [c["shapes"]["pixel_values"][0] for c in report["validation"]["checks"]] == [2, 3, 1]
+    assert SMOLVLM_PATCH in report["patches"]["fired"]
+    assert report["validation"]["eager_repacked_by"] == [SMOLVLM_PATCH]
+
+
+def test_without_the_patch_smolvlm_pins_the_batch() -> None:
+    model, sets = _smolvlm()
+    with withheld("dynamo", SMOLVLM_PATCH), pytest.raises(ExportError):
+        export_onnx.export(model, sets[0], validation_inputs=sets[1:])

@@ -58,6 +58,8 @@ _METHODS = {
     "glm_ocr": ("GlmOcrModel", ("get_image_features", "get_video_features")),
     "granite_docling": ("GraniteDoclingModel", ("get_image_features",)),
     "hunyuan_vl": ("HunYuanVLModel", ("get_image_features",)),
+    "idefics2": ("Idefics2Model", ("get_image_features",)),
+    "idefics3": ("Idefics3Model", ("get_image_features",)),
     "hy_v4_vl": ("HYV4VLModel", ("get_image_features",)),
     "hyperclovax_vision_v2": ("HyperCLOVAXVisionV2Model", ("get_image_features",)),
     "kimi_k25": ("Kimi_K25Model", ("get_image_features",)),
@@ -66,6 +68,7 @@ _METHODS = {
     "minimax_m3_vl": ("MiniMaxM3VLModel", ("get_image_features",)),
     "mistral3": ("Mistral3Model", ("get_image_features",)),
     "mistral_large4": ("MistralLarge4Model", ("get_image_features",)),
+    "modernvbert": ("ModernVBertModel", ("get_image_features",)),
     "molmo2": ("Molmo2Model", ("get_image_features",)),
     "muse_glimmer": ("MuseGlimmerModel", ("get_image_features",)),
     "muse_spark": ("MuseSparkModel", ("get_image_features",)),
@@ -79,6 +82,8 @@ _METHODS = {
     "qwen3_vl": ("Qwen3VLModel", ("get_image_features",)),
     "qwen3_vl_moe": ("Qwen3VLMoeModel", ("get_image_features",)),
     "qwen4_exp": ("Qwen4ExpModel", ("get_image_features",)),
+    "smolvlm": ("SmolVLMModel", ("get_image_features",)),
+    "ultravbert": ("UltraVBertModel", ("get_image_features",)),
     "video_llama_3": ("VideoLlama3Model", ("get_image_features",)),
 }
 
@@ -87,8 +92,9 @@ PER_ITEM_SPLIT_TARGETS: tuple[str, ...] = tuple(
     for family, (cls, methods) in _METHODS.items() for method in methods
 )
 """The methods (transformers 5.24) that split their pooled features per image or video with
-``torch.split(features, sizes.tolist())`` and whose ``forward`` only concatenates the chunks
-again. Methods that loop over the chunks or over the sizes (GLM-Image, DeepSeek-OCR 2,
+``torch.split(features, sizes.tolist())`` (Idefics2/3, SmolVLM, ModernVBERT, UltraVBERT: per
+sample, ``features.split(real_images_per_sample.tolist())``, each chunk flattened to
+``(tokens, hidden)``) and whose ``forward`` only concatenates the chunks again. Methods that loop over the chunks or over the sizes (GLM-Image, DeepSeek-OCR 2,
 Nemotron-H Omni, LLaVA with ``image_sizes``) are not among them: one chunk would change their
 values."""
 
@@ -109,7 +115,8 @@ _UPSTREAM = "https://github.com/huggingface/transformers/pull/46405"
 class DeferredSplitSizes:
     """Per-item split sizes left as a tensor where the model code asked for ``.tolist()``.
 
-    Only ``torch.split(features, deferred)`` accepts it (and returns one chunk); any other use
+    Only ``torch.split(features, deferred)`` / ``features.split(deferred)`` accept it (and return
+    one chunk); any other use
     (``len``, iteration, indexing) raises ``TypeError``, so model code that needs the sizes as
     numbers fails loudly instead of computing something else.
 
@@ -134,8 +141,8 @@ class DeferredSplitSizes:
 @contextmanager
 def _deferred_split(codes: frozenset[Any], name: str, session: PatchSession) -> Iterator[None]:
     """While the block runs: ``.tolist()`` called from a frame running one of ``codes`` on a
-    1-D integer tensor returns a :class:`DeferredSplitSizes`; ``torch.split`` given one returns
-    ``(tensor,)``."""
+    1-D integer tensor returns a :class:`DeferredSplitSizes`; ``torch.split`` and
+    ``Tensor.split`` given one return ``(tensor,)``."""
     from torch._subclasses.fake_tensor import FakeTensor
 
     # the traced tensors are FakeTensors, whose class defines its own tolist
@@ -143,6 +150,7 @@ def _deferred_split(codes: frozenset[Any], name: str, session: PatchSession) -> 
     stored = [owner.__dict__.get("tolist") for owner in owners]
     originals = [owner.tolist for owner in owners]
     split = torch.split
+    tensor_split = torch.Tensor.__dict__["split"]
 
     def deferring(tolist: Any) -> Any:
         def deferred_tolist(self: torch.Tensor) -> Any:
@@ -159,13 +167,21 @@ def _deferred_split(codes: frozenset[Any], name: str, session: PatchSession) -> 
             return (tensor,)
         return split(tensor, split_size_or_sections, dim)
 
+    def one_chunk_method(self: torch.Tensor, split_size: Any, dim: int = 0) -> Any:
+        if isinstance(split_size, DeferredSplitSizes):
+            session.mark_fired(name)
+            return (self,)
+        return tensor_split(self, split_size, dim)
+
     for owner, tolist in zip(owners, originals):
         owner.tolist = deferring(tolist)
     torch.split = one_chunk
+    torch.Tensor.split = one_chunk_method
     try:
         yield
     finally:
         torch.split = split
+        torch.Tensor.split = tensor_split
         for owner, held in zip(owners, stored):
             if held is None:
                 del owner.tolist
