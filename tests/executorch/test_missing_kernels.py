@@ -13,7 +13,7 @@ import export_executorch
 from _scatter import ScatterReduce
 from export_core import LoweringError, RuntimeLoadError
 from export_core.registry import withheld
-from export_executorch.workarounds.missing_kernels import bucketize, conv3d, scatter_reduce
+from export_executorch.workarounds.missing_kernels import bucketize, conv3d, scatter_reduce, sort
 
 FIX = "decompose_missing_kernels"
 REDUCTIONS = ("sum", "mean", "prod", "amax", "amin")
@@ -176,3 +176,46 @@ def test_without_the_fix_executorch_cannot_run_them():
             export_executorch.export(Bucketize().eval(), (torch.randn(2, 3), torch.tensor([0.0, 1.0])))
         with pytest.raises(RuntimeLoadError, match="3-D or 4-D"):
             export_executorch.export(Tubelets().eval(), _video(2, 8, 0))
+
+
+class Reorder(torch.nn.Module):
+    """V-JEPA 2's token reordering: ``scores`` ``(batch, tokens)`` float32 (distinct values),
+    ``hidden`` ``(batch, tokens, 4)`` -> the hidden states in score order and back (``argsort``
+    of an ``argsort``), plus the scores sorted descending."""
+
+    def forward(self, scores: torch.Tensor, hidden: torch.Tensor):
+        order = torch.argsort(scores, dim=1)
+        sorted_hidden = torch.gather(hidden, 1, order.unsqueeze(-1).expand(-1, -1, hidden.size(-1)))
+        back = torch.argsort(order, dim=1)
+        restored = torch.gather(sorted_hidden, 1, back.unsqueeze(-1).expand(-1, -1, hidden.size(-1)))
+        values, _ = torch.sort(scores, dim=-1, descending=True)
+        return sorted_hidden * 2, restored + 1, values
+
+
+def _reorder_inputs(batch: int, tokens: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.stack([torch.randperm(tokens, generator=g).float() for _ in range(batch)])
+    return scores, torch.randn(batch, tokens, 4, generator=g)
+
+
+def test_sort_decomposition_equals_eager():
+    scores, _ = _reorder_inputs(2, 9, 0)
+    for dim, descending in ((1, False), (-1, True), (0, False)):
+        want = torch.sort(scores, dim=dim, descending=descending)
+        got = sort(scores, dim, descending)
+        assert torch.equal(got[0], want.values) and torch.equal(got[1], want.indices)
+
+
+@pytest.mark.parametrize("backend", ["xnnpack", "portable"])
+def test_sort_runs_in_executorch(backend):
+    result = export_executorch.export(Reorder().eval(), _reorder_inputs(2, 7, 0), backend=backend,
+                                      validation_inputs=[_reorder_inputs(3, 11, 1), _reorder_inputs(1, 5, 2)])
+    report = result.report
+    assert report["validation"]["passed"] is True
+    assert len({str(c["shapes"]) for c in report["validation"]["checks"]}) == 3
+    assert FIX in report["fixes"]["applied"]
+
+
+def test_without_the_fix_sort_has_no_kernel():
+    with withheld("executorch", FIX), pytest.raises(RuntimeLoadError, match="sort"):
+        export_executorch.export(Reorder().eval(), _reorder_inputs(2, 7, 0), validate=False)

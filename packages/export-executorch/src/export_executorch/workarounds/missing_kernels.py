@@ -12,6 +12,10 @@
   at lowering), though the portable library has a kernel (executorch#7264): they become a
   :func:`bucketize` of the output positions into the running total of the repeats (and an
   ``index_select``); the output length stays a data-dependent size.
+- ``aten.sort.default`` / ``aten.argsort.default`` (V-JEPA 2's predictor orders its masked
+  tokens) have no portable kernel (the program fails to load: ``Missing operator:
+  aten::sort.values``): they become a ``topk`` of the whole axis. ``sort.stable`` (equal
+  elements in index order) is left alone.
 - ``aten.conv3d`` (video patch embeddings: ViViT, TimeSformer-style tubelets, VideoPrism): the
   portable ``convolution.out`` takes 3-d and 4-d inputs only ("Expect input tensor to be 3-D or
   4-D, but got, 5"; executorch#11704, its fix was reverted) and XNNPACK delegates 2-d
@@ -37,7 +41,7 @@ from ..stages import BACKEND
 
 __all__ = [
     "bucketize", "conv3d", "decompose_missing_kernels", "repeat_interleave",
-    "repeat_interleave_self", "scatter_reduce",
+    "argsort", "repeat_interleave_self", "scatter_reduce", "sort",
 ]
 
 _aten = torch.ops.aten
@@ -270,6 +274,34 @@ def conv3d(
     return out.squeeze(0) if unbatched else out
 
 
+def sort(self: torch.Tensor, dim: int = -1, descending: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``aten.sort.default`` as a ``topk`` of the whole axis (the portable library has a
+    ``topk.values`` kernel and no ``sort.values``).
+
+    Args:
+        self: any shape and dtype ``topk`` takes; ``dim`` the axis to sort (its size may be
+            symbolic).
+        descending: largest first.
+
+    Returns:
+        ``(values, indices)``, the shape of ``self``; ``indices`` int64. Equal elements may come
+        in another order than eager's (``sort.default`` promises no order for them).
+
+    Source: https://github.com/pytorch/executorch/issues/11330
+    """
+    if self.dim() == 0:
+        return self.clone(), torch.zeros_like(self, dtype=torch.int64)
+    return torch.topk(self, self.size(dim), dim, largest=descending, sorted=True)
+
+
+def argsort(self: torch.Tensor, dim: int = -1, descending: bool = False) -> torch.Tensor:
+    """``aten.argsort.default`` as the indices of :func:`sort`: int64, the shape of ``self``.
+
+    Source: https://github.com/pytorch/executorch/issues/11330
+    """
+    return sort(self, dim, descending)[1]
+
+
 _DECOMPOSITIONS = {
     _aten.scatter_reduce.two: scatter_reduce,
     _aten.bucketize.Tensor: bucketize,
@@ -277,6 +309,8 @@ _DECOMPOSITIONS = {
     _aten.repeat_interleave.self_Tensor: repeat_interleave_self,
     _aten.conv3d.default: conv3d,
     _aten.conv3d.padding: conv3d,
+    _aten.sort.default: sort,
+    _aten.argsort.default: argsort,
 }
 """Op overload -> its decomposition into ops ExecuTorch runs."""
 
@@ -286,12 +320,12 @@ _DECOMPOSITIONS = {
     reason="ExecuTorch has no kernel for scatter_reduce.two (the program fails to load), "
     "bucketize.Tensor or repeat_interleave with tensor repeats (not Core ATen: lowering fails) "
     "or conv3d (the portable convolution takes 3-d and 4-d inputs only: the program fails at "
-    "run time); each decomposes into ops it runs",
+    "run time), or sort (no kernel: the program fails to load); each decomposes into ops it runs",
     upstream="https://github.com/pytorch/executorch/issues/11330",
 )
 def decompose_missing_kernels(program: torch.export.ExportedProgram, context: FixContext) -> FixResult:
     """Decompose the program's ``scatter_reduce.two``, ``bucketize.Tensor``,
-    ``repeat_interleave.Tensor`` / ``.self_Tensor`` and ``conv3d`` calls.
+    ``repeat_interleave.Tensor`` / ``.self_Tensor``, ``conv3d``, ``sort.default`` and ``argsort.default`` calls.
 
     Args:
         program: the captured ``ExportedProgram``.
