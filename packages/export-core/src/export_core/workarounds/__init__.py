@@ -20,6 +20,8 @@ Modules, one concern each:
   the experts the routing hit).
 - :mod:`.cpmant_position_mask`: CPM-Ant's left-padding positions from ``torch.arange`` (no
   sequence axis pinned by ``range`` over its length).
+- :mod:`.deepseek_ocr2_features`: DeepSeek-OCR 2's per-image feature loop as one ``cat`` when
+  there are no local views (no batch pinned by ``range(batch_size)``).
 - :mod:`.erfinv_formula`: ``aten.erfinv`` (no ONNX function, not Core ATen) as a rational
   approximation.
 - :mod:`.fsmt_padding_mask`: FSMT's decoder padding mask kept as a tensor (no branch on
@@ -40,6 +42,7 @@ from . import (
                all_true_check,
                cpmant_position_mask,
                dbrx_experts,
+               deepseek_ocr2_features,
                erfinv_formula,
                fsmt_padding_mask,
                moe_experts,
@@ -53,6 +56,6 @@ from . import (
 )
 
 __all__ = [
-    "all_true_check", "cpmant_position_mask", "dbrx_experts", "erfinv_formula", "fsmt_padding_mask",
+    "all_true_check", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask",
     "moe_experts", "packed_vision_attention", "per_item_split", "static_cache", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index"]
