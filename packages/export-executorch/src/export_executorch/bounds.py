@@ -288,7 +288,8 @@ def dim_limits(
             max_frames, sources["max_frames"] = found[0], f"config.{found[1]}"
         else:
             max_frames, sources["max_frames"] = DEFAULT_MAX_FRAMES, "default"
-    return DimLimits(max_batch, max_seq, max_image_size, max_audio_samples, sources, max_frames)
+    return DimLimits(max_batch, max_seq, max_image_size, max_audio_samples, sources=sources,
+                     max_frames=max_frames)
 
 
 def _user_placeholders(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:

@@ -94,7 +94,8 @@ PER_ITEM_SPLIT_TARGETS: tuple[str, ...] = tuple(
 """The methods (transformers 5.24) that split their pooled features per image or video with
 ``torch.split(features, sizes.tolist())`` (Idefics2/3, SmolVLM, ModernVBERT, UltraVBERT: per
 sample, ``features.split(real_images_per_sample.tolist())``, each chunk flattened to
-``(tokens, hidden)``) and whose ``forward`` only concatenates the chunks again. Methods that loop over the chunks or over the sizes (GLM-Image, DeepSeek-OCR 2,
+``(tokens, hidden)``) and whose ``forward`` only concatenates the chunks again. Methods that
+loop over the chunks or over the sizes (GLM-Image, DeepSeek-OCR 2,
 Nemotron-H Omni, LLaVA with ``image_sizes``) are not among them: one chunk would change their
 values."""
 
@@ -161,22 +162,19 @@ def _deferred_split(codes: frozenset[Any], name: str, session: PatchSession) -> 
 
         return deferred_tolist
 
-    def one_chunk(tensor: torch.Tensor, split_size_or_sections: Any, dim: int = 0) -> Any:
-        if isinstance(split_size_or_sections, DeferredSplitSizes):
-            session.mark_fired(name)
-            return (tensor,)
-        return split(tensor, split_size_or_sections, dim)
+    def one_chunk(original_split: Any) -> Any:
+        def split_or_one_chunk(tensor: torch.Tensor, sizes: Any, dim: int = 0) -> Any:
+            if isinstance(sizes, DeferredSplitSizes):
+                session.mark_fired(name)
+                return (tensor,)
+            return original_split(tensor, sizes, dim)
 
-    def one_chunk_method(self: torch.Tensor, split_size: Any, dim: int = 0) -> Any:
-        if isinstance(split_size, DeferredSplitSizes):
-            session.mark_fired(name)
-            return (self,)
-        return tensor_split(self, split_size, dim)
+        return split_or_one_chunk
 
     for owner, tolist in zip(owners, originals):
         owner.tolist = deferring(tolist)
-    torch.split = one_chunk
-    torch.Tensor.split = one_chunk_method
+    torch.split = one_chunk(split)
+    torch.Tensor.split = one_chunk(tensor_split)
     try:
         yield
     finally:

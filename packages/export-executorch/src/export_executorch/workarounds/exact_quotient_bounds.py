@@ -28,6 +28,7 @@ is not tight, and ``int_oo`` falls back to the trace hint (``sym_util.eval_upper
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from export_core.patching import MARKS_OWN_FIRING, PatchSession
@@ -62,6 +63,7 @@ def _exact_quotient(dividend: Any, divisor: Any) -> Any:
     return numerator if all(c.is_integer for c in coefficients) else None
 
 
+@lru_cache(maxsize=4096)
 def exact_quotients(expr: Any) -> Any:
     """``expr`` with each ``FloorDiv(a, b)`` whose ``b`` divides ``a`` exactly replaced by the
     quotient, and each such ``Mod`` / ``PythonMod`` by ``0`` (innermost first).
@@ -71,7 +73,8 @@ def exact_quotients(expr: Any) -> Any:
 
     Returns:
         An equal expression (the same object when nothing was rewritten). Exact for every value
-        of the symbols where ``b != 0``; sizes never divide by zero.
+        of the symbols where ``b != 0``; sizes never divide by zero. Cached: ``to_executorch``
+        bounds the same size expressions for many tensors' shapes and strides.
     """
     import sympy
     from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod

@@ -325,7 +325,8 @@ _DECOMPOSITIONS = {
 )
 def decompose_missing_kernels(program: torch.export.ExportedProgram, context: FixContext) -> FixResult:
     """Decompose the program's ``scatter_reduce.two``, ``bucketize.Tensor``,
-    ``repeat_interleave.Tensor`` / ``.self_Tensor``, ``conv3d``, ``sort.default`` and ``argsort.default`` calls.
+    ``repeat_interleave.Tensor`` / ``.self_Tensor``, ``conv3d``, ``sort.default`` and
+    ``argsort.default`` calls.
 
     Args:
         program: the captured ``ExportedProgram``.

@@ -9,8 +9,8 @@ without looking at ``approximate``, so a delegated tanh-approximated GELU comput
 Gemma 4, PaliGemma) came out of lowering with outputs off by 2e-4 .. 7e-4 at fp32.
 
 The fix replaces each tanh-approximated ``gelu`` node by the nodes of that formula (``mul``,
-``add``, ``tanh``, all of which XNNPACK delegates; in place, without a re-trace), so the nodes stay inside the delegate and compute what
-PyTorch computes; exact GELU is left to ``XNNGelu``. The portable kernels implement both modes,
+``add``, ``tanh``, all of which XNNPACK delegates; in place, without a re-trace), so the nodes
+stay inside the delegate and compute what PyTorch computes; exact GELU is left to ``XNNGelu``. The portable kernels implement both modes,
 so the fix is registered for the XNNPACK backend only. Fixed upstream by executorch#22851 (an
 ``XNNApproxGelu`` node), after ExecuTorch 1.5.
 
@@ -20,6 +20,7 @@ Source: https://github.com/pytorch/executorch/pull/22851
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -33,13 +34,15 @@ _aten = torch.ops.aten
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
-def gelu_tanh(x: torch.Tensor, approximate: str = "none") -> Any:
-    """The decomposition of ``aten.gelu.default`` for ``approximate="tanh"``.
+def gelu_tanh(x: Any, approximate: str = "none", op: Callable[..., Any] | None = None) -> Any:
+    """``aten.gelu.default`` for ``approximate="tanh"`` in ``mul`` / ``add`` / ``tanh``.
 
     Args:
-        x: any shape, floating dtype.
+        x: any shape, floating dtype (or an FX node, with ``op``).
         approximate: ``"tanh"`` decomposes; any other value declines (returns
-            ``NotImplemented``, so the node stays ``aten.gelu``).
+            ``NotImplemented``: exact GELU stays ``aten.gelu``).
+        op: ``op(target, *args)`` applies an ATen overload; default: call it (eager). The node
+            fix passes one that inserts graph nodes.
 
     Returns:
         ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))``, shape and dtype of ``x``
@@ -49,8 +52,12 @@ def gelu_tanh(x: torch.Tensor, approximate: str = "none") -> Any:
     """
     if approximate != "tanh":
         return NotImplemented
-    inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
-    return x * 0.5 * (torch.tanh(inner) + 1.0)
+    call = op or (lambda target, *args: target(*args))
+    mul, add = _aten.mul.Tensor, _aten.add.Tensor
+    cube = call(mul, call(mul, x, x), x)
+    inner = call(add, x, call(mul, cube, 0.044715))
+    tanh = call(_aten.tanh.default, call(mul, inner, _SQRT_2_OVER_PI))
+    return call(mul, call(mul, x, 0.5), call(add, tanh, 1.0))
 
 
 @register_fx_node_fix(
@@ -77,11 +84,7 @@ def gelu_tanh_as_formula(node: torch.fx.Node) -> bool:
     x = node.args[0]
     if approximate != "tanh" or not isinstance(x, torch.fx.Node) or "val" not in x.meta:
         return False
-    mul, add = _aten.mul.Tensor, _aten.add.Tensor
-    cube = call_before(node, mul, call_before(node, mul, x, x), x)
-    inner = call_before(node, add, x, call_before(node, mul, cube, 0.044715))
-    tanh = call_before(node, _aten.tanh.default, call_before(node, mul, inner, _SQRT_2_OVER_PI))
-    out = call_before(node, mul, call_before(node, mul, x, 0.5), call_before(node, add, tanh, 1.0))
+    out = gelu_tanh(x, "tanh", lambda target, *args: call_before(node, target, *args))
     node.replace_all_uses_with(out)
     node.graph.erase_node(node)
     return True
