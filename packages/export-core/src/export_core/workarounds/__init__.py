@@ -18,6 +18,8 @@ Modules, one concern each:
 - :mod:`.static_cache`: a static cache layer updated out of place (no input mutation).
 - :mod:`.dbrx_experts`: DBRX's experts as per-pair weight gathers and ``bmm`` (no loop over
   the experts the routing hit).
+- :mod:`.conv_padding_ints`: the audio codecs' ``Conv1d`` paddings from the layer's ints (no
+  ``.item()`` of size buffers).
 - :mod:`.cpmant_position_mask`: CPM-Ant's left-padding positions from ``torch.arange`` (no
   sequence axis pinned by ``range`` over its length).
 - :mod:`.deepseek_ocr2_features`: DeepSeek-OCR 2's per-image feature loop as one ``cat`` when
@@ -28,6 +30,8 @@ Modules, one concern each:
   whether the batch has padding).
 - :mod:`.per_item_split`: the per-image ``torch.split(features, sizes.tolist())`` of Qwen-VL-style
   feature methods kept as one chunk (no image count pinned by ``.tolist()``).
+- :mod:`.symbolic_range`: ``range`` over symbolic sizes whose trip count is the same for every
+  size iterates over symbolic values (no length pinned by ``range``).
 - :mod:`.tensor_len`: ``len(tensor)`` in the modeling modules that read their batch with it
   answers the symbolic size (no batch pinned to the example's).
 - :mod:`.tensor_metadata_contiguity`: the memory format in each node's ``tensor_meta`` decided
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 from . import (
                all_true_check,
+               conv_padding_ints,
                cpmant_position_mask,
                dbrx_experts,
                deepseek_ocr2_features,
@@ -49,6 +54,7 @@ from . import (
                packed_vision_attention,
                per_item_split,
                static_cache,
+               symbolic_range,
                tensor_len,
                tensor_metadata_contiguity,
                vision_position_ids,
@@ -56,6 +62,6 @@ from . import (
 )
 
 __all__ = [
-    "all_true_check", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask",
-    "moe_experts", "packed_vision_attention", "per_item_split", "static_cache", "tensor_len", "tensor_metadata_contiguity",
+    "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask",
+    "moe_experts", "packed_vision_attention", "per_item_split", "static_cache", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index"]
