@@ -196,3 +196,28 @@ def test_shared_capture_crash_and_timeout_in_real_workers(tmp_path: Path, faults
     from export_sweep.results import load_results
 
     assert _statuses(load_results(out)) == _statuses(data)
+
+
+def test_executorch_jobs_may_reserve_their_arena_beyond_the_cap() -> None:
+    """An ExecuTorch program's arena (sized for the upper bounds) is one allocation at load:
+    the backend's export runs with the cap raised by ``reserve_mb``, and the cap comes back."""
+    import subprocess
+    import sys
+
+    from export_sweep.sweep.backends import get_backend
+
+    assert get_backend("executorch").reserve_mb == get_backend("executorch-portable").reserve_mb
+    assert get_backend("executorch").reserve_mb >= 8192 and get_backend("onnx").reserve_mb == 0
+    code = (
+        "import resource\n"
+        "from export_sweep.zoo.isolate import extra_address_space\n"
+        "cap = 1 << 36\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (cap, resource.RLIM_INFINITY))\n"
+        "with extra_address_space(1024):\n"
+        "    inside = resource.getrlimit(resource.RLIMIT_AS)[0]\n"
+        "    bytearray(1 << 20)\n"
+        "after = resource.getrlimit(resource.RLIMIT_AS)[0]\n"
+        "print(inside - cap, after - cap)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(1024 * 1024 * 1024), "0"]

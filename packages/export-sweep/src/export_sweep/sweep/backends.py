@@ -23,6 +23,7 @@ __all__ = [
     "BACKEND_TABLE",
     "Backend",
     "BackendOptions",
+    "EXECUTORCH_ARENA_RESERVE_MB",
     "get_backend",
 ]
 
@@ -45,6 +46,14 @@ def _onnx_options(class_name: str, optimize_off: Iterable[SkipEntry] | None) -> 
     return {"optimize": False} if disable_optimize(class_name, optimize_off) else {}
 
 
+EXECUTORCH_ARENA_RESERVE_MB = 12288
+"""Address space allowed for an ExecuTorch program's memory arena on top of a job's cap (MiB).
+
+Tiny models whose activations grow quadratically with the bounded axes (attention over a 224 px
+image or 512 tokens at batch 8, TAPAS's segment reductions) plan arenas of 2-10 GiB; the arena
+is one allocation at load, of which validation at the example sizes touches a few MiB."""
+
+
 @dataclass(frozen=True)
 class Backend:
     """One backend of the sweep.
@@ -65,6 +74,12 @@ class Backend:
         exporter: the exporter class of ``module`` (``"OnnxExporter"``), built by
             :meth:`make_exporter` for the exports that take an exporter (generation).
         config: its config class (``"OnnxConfig"``); :attr:`options` are its fields.
+        reserve_mb: address space the backend's runtime reserves up front when it loads an
+            artifact (MiB), added to the job's cap for this backend's export
+            (:func:`~export_sweep.zoo.isolate.extra_address_space`): ExecuTorch allocates its
+            whole planned memory arena, sized for the dynamic axes' upper bounds (batch 8, 224
+            px, 512 tokens by default), when it loads a program; validating at the example
+            sizes touches a small part of it.
     """
 
     name: str
@@ -76,6 +91,7 @@ class Backend:
     default: bool = True
     exporter: str = ""
     config: str = ""
+    reserve_mb: int = 0
 
     def export_function(self) -> Callable[..., Any]:
         """Import :attr:`module` and return its export function.
@@ -111,10 +127,12 @@ BACKEND_TABLE: tuple[Backend, ...] = (
     Backend("onnx", "ONNX", "export_onnx", "export-onnx", options=_onnx_options,
             exporter="OnnxExporter", config="OnnxConfig"),
     Backend("executorch", "ExecuTorch", "export_executorch", "export-executorch",
-            exporter="ExecutorchExporter", config="ExecutorchConfig"),
+            exporter="ExecutorchExporter", config="ExecutorchConfig",
+            reserve_mb=EXECUTORCH_ARENA_RESERVE_MB),
     Backend("executorch-portable", "ExecuTorch portable", "export_executorch",
             "export-executorch", options=_portable_options, default=False,
-            exporter="ExecutorchExporter", config="ExecutorchConfig"),
+            exporter="ExecutorchExporter", config="ExecutorchConfig",
+            reserve_mb=EXECUTORCH_ARENA_RESERVE_MB),
 )
 """Every backend the sweep knows, in report order. ``executorch`` is ExecuTorch with the
 XNNPACK delegate; ``executorch-portable`` the same program on portable kernels only."""

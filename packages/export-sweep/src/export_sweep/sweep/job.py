@@ -25,6 +25,7 @@ from export_sweep.errors import first_line
 from export_sweep.sweep.backends import BACKENDS, Backend, get_backend
 from export_sweep.sweep.checkpoint import JobProgress
 from export_sweep.sweep.skips import SkipEntry, applicable_skip
+from export_sweep.zoo.isolate import extra_address_space
 
 __all__ = [
     "MIN_VALIDATED_SHAPES",
@@ -191,7 +192,8 @@ def export_backend(
         if shared:
             kwargs["capture"] = capture.capture
         try:
-            result = export(model, inputs.first, **kwargs)
+            with extra_address_space(spec.reserve_mb):
+                result = export(model, inputs.first, **kwargs)
             report = getattr(result, "report", {}) or {}
             extra["validated_shapes"] = len((report.get("validation") or {}).get("checks") or [])
             extra["workarounds"] = fired_workarounds(report)

@@ -15,11 +15,13 @@ Two ways to run:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import pickle
 import queue
+import resource
 import select
 import signal
 import struct
@@ -42,6 +44,7 @@ __all__ = [
     "JobStatus",
     "Worker",
     "WorkerPool",
+    "extra_address_space",
     "run_isolated",
 ]
 
@@ -51,6 +54,29 @@ DEFAULT_TIMEOUT_S = 180.0
 """Wall-time limit of one job."""
 
 JobStatus = Literal["ok", "fail", "timeout", "oom"]
+
+
+@contextlib.contextmanager
+def extra_address_space(megabytes: int) -> Iterator[None]:
+    """Raise this process's soft ``RLIMIT_AS`` by ``megabytes`` MiB for the block (up to the
+    hard limit), then restore it. No-op when the soft limit is unlimited or ``megabytes`` <= 0.
+
+    A job calls it around work that *reserves* address space it will mostly not touch (the
+    up-front arena of an ExecuTorch program), so the cap keeps guarding what it is for: memory
+    the job really uses.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if megabytes <= 0 or soft == resource.RLIM_INFINITY:
+        yield
+        return
+    raised = soft + megabytes * 1024 * 1024
+    if hard != resource.RLIM_INFINITY:
+        raised = min(raised, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (raised, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 _WORKER_ENV = {
     "HF_HUB_OFFLINE": "1",
