@@ -15,6 +15,8 @@ Modules, one concern each:
 - :mod:`.vision_position_ids`: vision rotary position ids without a loop over ``grid_thw``.
 - :mod:`.all_true_check`: ``aten._is_all_true`` (tensor checks) rewritten in Core ATen ops at
   capture.
+- :mod:`.rnn_while_loop`: models with ``nn.LSTM`` captured with torch's ``while_loop``
+  decomposition (no time axis pinned, without a guard, by the unrolled one).
 - :mod:`.static_cache`: a static cache layer updated out of place (no input mutation).
 - :mod:`.dbrx_experts`: DBRX's experts as per-pair weight gathers and ``bmm`` (no loop over
   the experts the routing hit).
@@ -53,6 +55,7 @@ from . import (
                moe_experts,
                packed_vision_attention,
                per_item_split,
+               rnn_while_loop,
                static_cache,
                symbolic_range,
                tensor_len,
@@ -63,5 +66,5 @@ from . import (
 
 __all__ = [
     "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask",
-    "moe_experts", "packed_vision_attention", "per_item_split", "static_cache", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
+    "moe_experts", "packed_vision_attention", "per_item_split", "rnn_while_loop", "static_cache", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index"]
