@@ -12,6 +12,7 @@ from ..stages import ONNX_STAGES
 from . import (
     complex_shape_ops,
     contiguous_clone,
+    identity_constants,
     mixed_dtype_arith,
     refix_after_decompositions,
     rnn_decompositions,
@@ -27,6 +28,7 @@ __all__ = [
     "ONNX_STAGES",
     "complex_shape_ops",
     "contiguous_clone",
+    "identity_constants",
     "mixed_dtype_arith",
     "refix_after_decompositions",
     "rnn_decompositions",
