@@ -35,7 +35,7 @@ from ..patching import MARKS_OWN_FIRING, PatchSession
 from ..registry import register_patch
 
 __all__ = ["EXPORT_TARGET", "RNN_OPS", "holds_rnn", "rnn_as_while_loop",
-           "rnn_while_loop_decompositions"]
+           "rnn_while_loop_decompositions", "under_rnn_while_loop"]
 
 EXPORT_TARGET = "torch.export.export"
 """The capture's call into torch."""
@@ -78,6 +78,23 @@ def holds_rnn(obj: Any) -> bool:
                for node in gm.graph.nodes)
 
 
+def under_rnn_while_loop(original: Any, session: PatchSession, name: str) -> Any:
+    """Wrap ``original(obj, *args, **kwargs)`` so that it runs under
+    :func:`rnn_while_loop_decompositions` when ``obj`` :func:`holds_rnn` (and marks patch
+    ``name`` fired in ``session`` then); otherwise it is the plain call. The replacement every
+    patch of this kind installs (the capture's and a backend's re-decomposition)."""
+
+    def wrapper(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        with ExitStack() as stack:
+            if holds_rnn(obj):
+                session.mark_fired(name)
+                stack.enter_context(rnn_while_loop_decompositions())
+            return original(obj, *args, **kwargs)
+
+    setattr(wrapper, MARKS_OWN_FIRING, True)
+    return wrapper
+
+
 @register_patch(
     "dynamo",
     EXPORT_TARGET,
@@ -99,14 +116,4 @@ def rnn_as_while_loop(original: Any, session: PatchSession) -> Any:
 
     Source: https://github.com/pytorch/pytorch/issues/115092
     """
-    name = f"dynamo:{EXPORT_TARGET}"
-
-    def export(mod: Any, *args: Any, **kwargs: Any) -> Any:
-        with ExitStack() as stack:
-            if holds_rnn(mod):
-                session.mark_fired(name)
-                stack.enter_context(rnn_while_loop_decompositions())
-            return original(mod, *args, **kwargs)
-
-    setattr(export, MARKS_OWN_FIRING, True)
-    return export
+    return under_rnn_while_loop(original, session, f"dynamo:{EXPORT_TARGET}")

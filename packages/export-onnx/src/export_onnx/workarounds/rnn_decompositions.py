@@ -14,12 +14,11 @@ Source: https://github.com/pytorch/pytorch/issues/115092
 
 from __future__ import annotations
 
-from contextlib import ExitStack
 from typing import Any
 
-from export_core.patching import MARKS_OWN_FIRING, PatchSession
+from export_core.patching import PatchSession
 from export_core.registry import register_patch
-from export_core.workarounds.rnn_while_loop import holds_rnn, rnn_while_loop_decompositions
+from export_core.workarounds.rnn_while_loop import under_rnn_while_loop
 
 from ..stages import BACKEND
 
@@ -45,14 +44,4 @@ def rnn_decompositions_while_loop(original: Any, session: PatchSession) -> Any:
 
     Source: https://github.com/pytorch/pytorch/issues/115092
     """
-    name = f"{BACKEND}:{DECOMPOSE_TARGET}"
-
-    def decompose_with_registry(program: Any, *args: Any, **kwargs: Any) -> Any:
-        with ExitStack() as stack:
-            if holds_rnn(program):
-                session.mark_fired(name)
-                stack.enter_context(rnn_while_loop_decompositions())
-            return original(program, *args, **kwargs)
-
-    setattr(decompose_with_registry, MARKS_OWN_FIRING, True)
-    return decompose_with_registry
+    return under_rnn_while_loop(original, session, f"{BACKEND}:{DECOMPOSE_TARGET}")
