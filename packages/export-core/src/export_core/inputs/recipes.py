@@ -328,7 +328,23 @@ def _image_part(ctx: _Ctx, batch: int, g: torch.Generator, *, video: bool) -> di
         out["pixel_values"] = px
         if "pixel_mask" in p:
             out["pixel_mask"] = torch.ones(batch, px.shape[-2], px.shape[-1], dtype=torch.long)
+        if "noise" in p and _masks_patches_with_noise(ctx.config):
+            out["noise"] = torch.rand(batch, _num_patches(ctx.config, px), generator=g)
     return out
+
+
+def _masks_patches_with_noise(config: Any) -> bool:
+    """Whether ``forward(noise=...)`` is the per-patch noise whose ``argsort`` picks the patches
+    a masked autoencoder keeps (ViT-MAE: ``(batch, num_patches)``). Without it the forward draws
+    ``torch.rand`` itself: the artifact and eager mask different patches and cannot agree."""
+    return getattr(config, "model_type", "") == "vit_mae" and bool(getattr(config, "mask_ratio", 0))
+
+
+def _num_patches(config: Any, pixels: torch.Tensor) -> int:
+    """Patches of ``pixels`` ``(batch, channels, height, width)`` at the config's patch size."""
+    patch = find_config_value(config, "patch_size") or 16
+    ph, pw = (patch, patch) if isinstance(patch, int) else tuple(patch)
+    return (pixels.shape[-2] // ph) * (pixels.shape[-1] // pw)
 
 
 def _qwen_patches(
