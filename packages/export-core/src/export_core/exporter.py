@@ -33,7 +33,7 @@ from .dynamic_shapes import (
 )
 from .errors import CaptureError, ExportError, InputError, OutputError, ValidationError, first_line
 from .fixes import apply_fx_node_fixes
-from .naming import leaf_names
+from .naming import distinct_output_names, leaf_names
 from .output import commit_export, lock_output, prepare_output, record_failure, staging_directory
 from .patching import EXPORT_LOCK, PatchSession, apply_patches, output_repacks
 from .pytree import register_pytree_nodes
@@ -787,7 +787,8 @@ class DynamoExporter:
                     with torch.no_grad():
                         # on copies: a cache among the inputs is updated in place by the forward
                         eager_out = module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-                    output_names = leaf_names(eager_out, cache_name="present")
+                    output_names = distinct_output_names(
+                        input_names, leaf_names(eager_out, cache_name="present"))
                 except Exception as e:
                     raise CaptureError(
                         f"the model's eager forward fails on the example inputs "

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch.utils._pytree as pytree
 
-__all__ = ["leaf_names"]
+__all__ = ["distinct_output_names", "leaf_names"]
 
 _CACHE_LEAF = re.compile(r"^(?P<root>\w+)(?:\.(?P<half>self_attention_cache|cross_attention_cache))?"
                          r"\.layers\.(?P<layer>\d+)\.(?P<kind>keys|values|cumulative_length)$")
@@ -70,3 +70,33 @@ def leaf_names(tree: Any, *, prefix: str = "", cache_name: str | None = None) ->
             seen[n] = 0
         unique.append(n)
     return unique
+
+
+def distinct_output_names(input_names: list[str], output_names: list[str]) -> list[str]:
+    """``output_names`` with every name an input already has given the suffix ``_out`` (then
+    ``_out_1``, ... until unique).
+
+    A model may return a tensor under an input's name (Qwen2-Audio's output ``attention_mask``
+    is the mask it computed); an artifact names each value once, so ONNX Runtime rejects a graph
+    whose output is named like an input ("Duplicate definition of name (attention_mask)").
+
+    Args:
+        input_names: the artifact's input names.
+        output_names: the output leaves' names (:func:`leaf_names`), unique among themselves.
+
+    Returns:
+        The output names, in order, none equal to an input name or to each other.
+    """
+    taken = set(input_names) | set(output_names)
+    renamed = []
+    for name in output_names:
+        if name in input_names:
+            candidate, i = f"{name}_out", 0
+            while candidate in taken:
+                i += 1
+                candidate = f"{name}_out_{i}"
+            taken.add(candidate)
+            name = candidate
+        renamed.append(name)
+    return renamed
+
