@@ -66,13 +66,13 @@ def rnn_while_loop_decompositions() -> Iterator[None]:
 
 
 def holds_rnn(obj: Any) -> bool:
-    """Whether ``obj`` (an ``nn.Module`` or an ``ExportedProgram``) holds an ``nn.LSTM`` or
-    calls one of :data:`RNN_OPS` (in any submodule of its graph)."""
-    if isinstance(obj, torch.nn.Module):
-        return any(isinstance(m, torch.nn.LSTM) for m in obj.modules())
-    graph_module = getattr(obj, "graph_module", None)
+    """Whether ``obj`` (an ``nn.Module``, a ``GraphModule`` or an ``ExportedProgram``) holds an
+    ``nn.LSTM`` or calls one of :data:`RNN_OPS` (in any submodule of its graph)."""
+    graph_module = obj if isinstance(obj, torch.fx.GraphModule) else getattr(
+        obj, "graph_module", None)
     if graph_module is None:
-        return False
+        return isinstance(obj, torch.nn.Module) and any(
+            isinstance(m, torch.nn.LSTM) for m in obj.modules())
     return any(node.op == "call_function" and node.target in RNN_OPS
                for gm in graph_module.modules() if hasattr(gm, "graph")
                for node in gm.graph.nodes)
