@@ -26,6 +26,8 @@ Modules, one concern each:
   sequence axis pinned by ``range`` over its length).
 - :mod:`.deepseek_ocr2_features`: DeepSeek-OCR 2's per-image feature loop as one ``cat`` when
   there are no local views (no batch pinned by ``range(batch_size)``).
+- :mod:`.pixtral_image_batch`: Pixtral's vision encoder over same-size images with batched ops
+  (no batch pinned by a loop over the images).
 - :mod:`.mask_broadcast`: attention masks from a custom mask function built by broadcasting the
   index grids, not ``torch.vmap`` (no functorch calls left in the program).
 - :mod:`.erfinv_formula`: ``aten.erfinv`` (no ONNX function, not Core ATen) as a rational
@@ -58,6 +60,7 @@ from . import (
                moe_experts,
                packed_vision_attention,
                per_item_split,
+               pixtral_image_batch,
                rnn_while_loop,
                static_cache,
                symbolic_range,
@@ -69,5 +72,5 @@ from . import (
 
 __all__ = [
     "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask", "mask_broadcast",
-    "moe_experts", "packed_vision_attention", "per_item_split", "rnn_while_loop", "static_cache", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
+    "moe_experts", "packed_vision_attention", "per_item_split", "pixtral_image_batch", "rnn_while_loop", "static_cache", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index"]
