@@ -26,6 +26,8 @@ Modules, one concern each:
   sequence axis pinned by ``range`` over its length).
 - :mod:`.deepseek_ocr2_features`: DeepSeek-OCR 2's per-image feature loop as one ``cat`` when
   there are no local views (no batch pinned by ``range(batch_size)``).
+- :mod:`.pixel_shuffle_ints`: InternVL-style pixel shuffle sized with integer division (no float
+  modulus of a symbolic size).
 - :mod:`.pixtral_image_batch`: Pixtral's vision encoder over same-size images with batched ops
   (no batch pinned by a loop over the images).
 - :mod:`.mask_broadcast`: attention masks from a custom mask function built by broadcasting the
@@ -60,6 +62,7 @@ from . import (
                moe_experts,
                packed_vision_attention,
                per_item_split,
+               pixel_shuffle_ints,
                pixtral_image_batch,
                rnn_while_loop,
                static_cache,
@@ -72,5 +75,5 @@ from . import (
 
 __all__ = [
     "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask", "mask_broadcast",
-    "moe_experts", "packed_vision_attention", "per_item_split", "pixtral_image_batch", "rnn_while_loop", "static_cache", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
+    "moe_experts", "packed_vision_attention", "per_item_split", "pixel_shuffle_ints", "pixtral_image_batch", "rnn_while_loop", "static_cache", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index"]
