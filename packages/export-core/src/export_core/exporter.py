@@ -262,12 +262,27 @@ class Lowered:
     rtol: float
 
 
+def canonical_output(out: Any) -> Any:
+    """``out`` rebuilt through its pytree (flatten, then unflatten).
+
+    A ``ModelOutput`` flattens in the order its fields were *assigned*; one rebuilt from its
+    leaves (what ``torch.export``'s re-traces, such as ``run_decompositions``, do) has them in
+    declaration order. A model that fills a field late (InternVL's and Aya Vision's
+    ``image_outputs.pooler_output``, set after ``hidden_states``) would otherwise flatten in one
+    order in eager and the capture, and in another in the re-traced program: the artifact's
+    outputs would be named and compared out of order. The leaves themselves are unchanged.
+    """
+    leaves, spec = pytree.tree_flatten(out)
+    return pytree.tree_unflatten(leaves, spec)
+
+
 class SignatureAdapter(torch.nn.Module):
     """Gives a model a flat ``forward`` signature named after its inputs.
 
     Models whose ``forward`` takes ``**kwargs`` would otherwise bundle inputs into one argument;
     the adapter's ``forward`` takes exactly ``input_names`` (positional or keyword) and calls the
-    model with them as keywords, plus ``constant_kwargs``.
+    model with them as keywords, plus ``constant_kwargs``; its output is in the canonical
+    order of :func:`canonical_output`.
     """
 
     def __init__(
@@ -282,7 +297,7 @@ class SignatureAdapter(torch.nn.Module):
 
         def forward(*args: Any, **kwargs: Any) -> Any:
             bound = sig.bind(*args, **kwargs)
-            return self.model(**bound.arguments, **self.constant_kwargs)
+            return canonical_output(self.model(**bound.arguments, **self.constant_kwargs))
 
         forward.__signature__ = sig  # type: ignore[attr-defined]
         self.forward = forward  # type: ignore[method-assign]
@@ -788,7 +803,7 @@ class DynamoExporter:
                         # on copies: a cache among the inputs is updated in place by the forward
                         eager_out = module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
                     output_names = distinct_output_names(
-                        input_names, leaf_names(eager_out, cache_name="present"))
+                        input_names, leaf_names(eager_out, cache_name="present", tensors_only=True))
                 except Exception as e:
                     raise CaptureError(
                         f"the model's eager forward fails on the example inputs "

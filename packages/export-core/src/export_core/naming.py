@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import torch
 import torch.utils._pytree as pytree
 
 __all__ = ["distinct_output_names", "leaf_names"]
@@ -35,8 +36,9 @@ def _path_to_name(path: tuple[Any, ...]) -> str:
     return ".".join(parts) or "output"
 
 
-def leaf_names(tree: Any, *, prefix: str = "", cache_name: str | None = None) -> list[str]:
-    """Dotted names of the tensor leaves of ``tree`` in pytree flatten order.
+def leaf_names(tree: Any, *, prefix: str = "", cache_name: str | None = None,
+               tensors_only: bool = False) -> list[str]:
+    """Dotted names of the leaves of ``tree`` in pytree flatten order.
 
     Args:
         tree: a ``ModelOutput``, dict, tuple or tensor.
@@ -46,12 +48,17 @@ def leaf_names(tree: Any, *, prefix: str = "", cache_name: str | None = None) ->
             the cross-attention half to ``<cache_name>.<i>.encoder.key``; a static layer's
             ``cumulative_length``, its 0-d count of written positions, to
             ``<cache_name>.<i>.cumulative_length``).
+        tensors_only: name only the tensor leaves (an artifact's outputs: ``None`` entries, such
+            as the unselected layers of a ``hidden_states`` tuple, and Python numbers are no
+            outputs of an ONNX or ExecuTorch program).
 
     Returns:
         One unique name per leaf.
     """
     names = []
-    for path, _ in pytree.tree_flatten_with_path(tree)[0]:
+    for path, leaf in pytree.tree_flatten_with_path(tree)[0]:
+        if tensors_only and not isinstance(leaf, torch.Tensor):
+            continue
         name = _path_to_name(path)
         m = _CACHE_LEAF.match(name)
         if m and cache_name:
