@@ -234,3 +234,13 @@ def test_check_runs_a_fresh_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[
     code = main(["check", str(md), "--families", "bert", "--backend", "onnx", "-j", "1"])
     assert code == 1
     assert "bert onnx: committed fail, now pass" in capsys.readouterr().out
+
+
+def test_an_unknown_model_type_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A typo in --families is an error naming the closest types, and nothing is recorded."""
+    out = tmp_path / "results.json"
+    code = main(["--families", "blip_2", "bert", "--backend", "onnx", "--out", str(out)])
+    assert code != 0
+    err = capsys.readouterr().err
+    assert "unknown model type(s): blip_2" in err and "blip-2" in err
+    assert not out.exists()

@@ -183,6 +183,29 @@ def _subset(name: str) -> list[str]:
     return list(SUBSETS[name])
 
 
+def _known_types(types: list[str]) -> list[str]:
+    """``types`` unchanged when transformers knows every one of them.
+
+    Raises:
+        SweepError: a type is no ``config.model_type`` of the installed transformers (a typo
+            would otherwise be recorded as a model type the zoo cannot build); the message
+            suggests the closest known names.
+    """
+    import difflib
+
+    from export_sweep.zoo.catalog import auto_mappings
+
+    known = auto_mappings()["CONFIG_MAPPING_NAMES"]
+    unknown = [t for t in types if t not in known]
+    if unknown:
+        hints = []
+        for t in unknown:
+            close = difflib.get_close_matches(t, list(known), n=2)
+            hints.append(f"{t} (did you mean {' or '.join(close)}?)" if close else t)
+        raise SweepError(f"unknown model type(s): {', '.join(hints)}")
+    return types
+
+
 def _print_totals(data: dict, types: list[str], backends: tuple[str, ...]) -> None:
     from export_sweep.sweep.run import STATUSES, totals
 
@@ -241,7 +264,7 @@ def _run(args: argparse.Namespace) -> int:
 
         types = base_model_types()
     else:
-        types = list(args.families)
+        types = _known_types(list(args.families))
     if args.mode == "generate":
         from export_sweep.sweep.generate import generative_types
 
