@@ -244,3 +244,10 @@ def test_an_unknown_model_type_is_refused(tmp_path: Path, capsys: pytest.Capture
     err = capsys.readouterr().err
     assert "unknown model type(s): blip_2" in err and "blip-2" in err
     assert not out.exists()
+
+
+def test_check_refuses_an_unknown_model_type(capsys: pytest.CaptureFixture[str]) -> None:
+    """``check --families`` with a typo names the closest types before any sweep runs."""
+    md = Path(__file__).resolve().parents[2] / "COVERAGE.md"
+    assert main(["check", str(md), "--families", "bert_x", "--backend", "onnx"]) != 0
+    assert "unknown model type(s): bert_x (did you mean bert" in capsys.readouterr().err

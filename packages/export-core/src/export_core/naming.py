@@ -106,4 +106,3 @@ def distinct_output_names(input_names: list[str], output_names: list[str]) -> li
             name = candidate
         renamed.append(name)
     return renamed
-

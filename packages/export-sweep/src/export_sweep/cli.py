@@ -193,7 +193,7 @@ def _known_types(types: list[str]) -> list[str]:
     """
     import difflib
 
-    from export_sweep.zoo.catalog import auto_mappings
+    from export_core.modality import auto_mappings
 
     known = auto_mappings()["CONFIG_MAPPING_NAMES"]
     unknown = [t for t in types if t not in known]
@@ -300,7 +300,8 @@ def _check(args: argparse.Namespace) -> int:
     from export_sweep.sweep.coverage import compare, parse_coverage
 
     committed = parse_coverage(Path(args.coverage).read_text())
-    types = _subset(args.subset) if args.subset is not None else list(args.families or committed)
+    types = (_subset(args.subset) if args.subset is not None
+             else _known_types(list(args.families)) if args.families else list(committed))
     missing = [t for t in types if t not in committed]
     if missing:
         raise SweepError(f"not in {args.coverage}: {', '.join(missing)}")
