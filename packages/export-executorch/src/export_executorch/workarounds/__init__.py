@@ -37,6 +37,12 @@ and the upstream bug:
 - :mod:`.python_sym_ops` — FX program fix (``fx_program_fixes``): the edge verifier rejects the
   Python symbolic-size functions (``torch.sym_max``, ...) that ExecuTorch runs as prim ops; the
   lowering admits the ones the program calls.
+- :mod:`.lstm_scan` — FX program fix (``fx_program_fixes``): ``lstm``, which the edge lowering
+  unrolls over the example's time steps (a pinned time axis), becomes a ``scan``
+  over time that ExecuTorch emits as a loop.
+- :mod:`.scan_buffers` — ExecuTorch patch (``executorch_patches``): the emitted ``scan``
+  loop neither resizes its carries nor gives its stacked outputs the step's shape, so a dynamic
+  dimension besides the scanned one (the batch) fails at run time.
 - :mod:`.retrace_contiguity` — torch patch (``torch_patches``): the edge lowering's re-trace
   records node memory formats without guarding sizes (as the capture does).
 - :mod:`.symbolic_empty` — FX node fix (``fx_node_fixes``): ``new_empty`` / ``empty`` of a
@@ -55,10 +61,12 @@ from . import (
     exact_quotient_bounds,
     item_scalars,
     list_return_validator,
+    lstm_scan,
     missing_kernels,
     partitioner_checks,
     python_sym_ops,
     retrace_contiguity,
+    scan_buffers,
     symbolic_empty,
     view_after_sdpa,
     xnnpack_gelu_tanh,
@@ -74,10 +82,12 @@ __all__ = [
     "exact_quotient_bounds",
     "item_scalars",
     "list_return_validator",
+    "lstm_scan",
     "missing_kernels",
     "partitioner_checks",
     "python_sym_ops",
     "retrace_contiguity",
+    "scan_buffers",
     "symbolic_empty",
     "view_after_sdpa",
     "xnnpack_gelu_tanh",
