@@ -17,6 +17,8 @@ Modules, one concern each:
   capture.
 - :mod:`.rnn_while_loop`: models with ``nn.LSTM`` captured with torch's ``while_loop``
   decomposition (no time axis pinned, without a guard, by the unrolled one).
+- :mod:`.recurrence_scan`: the state-space mixers' recurrences (Mamba's selective scan,
+  RecurrentGemma's RG-LRU) as a ``scan`` over time (no sequence pinned by an unrolled loop).
 - :mod:`.static_cache`: a static cache layer updated out of place (no input mutation).
 - :mod:`.dbrx_experts`: DBRX's experts as per-pair weight gathers and ``bmm`` (no loop over
   the experts the routing hit).
@@ -64,6 +66,7 @@ from . import (
                per_item_split,
                pixel_shuffle_ints,
                pixtral_image_batch,
+               recurrence_scan,
                rnn_while_loop,
                static_cache,
                symbolic_range,
@@ -75,5 +78,6 @@ from . import (
 
 __all__ = [
     "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask", "mask_broadcast",
-    "moe_experts", "packed_vision_attention", "per_item_split", "pixel_shuffle_ints", "pixtral_image_batch", "rnn_while_loop", "static_cache", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
+    "moe_experts", "packed_vision_attention", "per_item_split", "pixel_shuffle_ints", "pixtral_image_batch", "recurrence_scan",
+    "rnn_while_loop", "static_cache", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index"]
