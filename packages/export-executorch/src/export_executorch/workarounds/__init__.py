@@ -48,6 +48,9 @@ and the upstream bug:
 - :mod:`.symbolic_empty` — FX node fix (``fx_node_fixes``): ``new_empty`` / ``empty`` of a
   symbolic size, which the dim-order pass specialises to the example's size (multi-head latent
   attention), becomes ``full(size, 0)``.
+- :mod:`.view_dynamism` — ExecuTorch patch (``executorch_patches``): a ``view_copy`` whose
+  shape dynamism differs from its base's (``_ViewSpec is incompatible with its base``) stays a
+  copy instead of becoming a memory view.
 - :mod:`.view_after_sdpa` — FX node fix (``fx_node_fixes``): views of an attention output that
   the SDPA decomposition would make non-viewable (GPT-2, ViViT): the captured layout is pinned.
 """
@@ -69,6 +72,7 @@ from . import (
     scan_buffers,
     symbolic_empty,
     view_after_sdpa,
+    view_dynamism,
     xnnpack_gelu_tanh,
     xnnpack_max_dim,
     xnnpack_passthrough,
@@ -90,6 +94,7 @@ __all__ = [
     "scan_buffers",
     "symbolic_empty",
     "view_after_sdpa",
+    "view_dynamism",
     "xnnpack_gelu_tanh",
     "xnnpack_max_dim",
     "xnnpack_passthrough",
