@@ -16,12 +16,14 @@ Kinds:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch._guards import detect_fake_mode
 
 from .errors import ExportError, FixError
 from .registry import FX_NODE_FIX, FX_PROGRAM_FIX, Workaround, workarounds_for
@@ -97,7 +99,8 @@ def iter_graph_modules(gm: torch.fx.GraphModule) -> list[torch.fx.GraphModule]:
 def call_before(node: torch.fx.Node, target: Any, *args: Any) -> torch.fx.Node:
     """Insert ``target(*args)`` before ``node`` (an FX node fix's replacement nodes), with
     ``node``'s metadata (stack trace, module stack) and the fake value of the call, computed from
-    the arguments' ``meta["val"]`` (symbolic sizes carry over).
+    the arguments' ``meta["val"]`` under the program's fake mode (symbolic sizes carry over, and
+    an op of sizes alone, ``arange(n)``, gets a symbolic size instead of a guard on ``n``).
 
     Raises:
         KeyError: a node argument has no ``meta["val"]``.
@@ -106,7 +109,10 @@ def call_before(node: torch.fx.Node, target: Any, *args: Any) -> torch.fx.Node:
     with graph.inserting_before(node):
         new = graph.call_function(target, args)
     new.meta.update({k: v for k, v in node.meta.items() if k != "val"})
-    new.meta["val"] = target(*[a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args])
+    values = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
+    fake_mode = detect_fake_mode([*values, node.meta.get("val")])
+    with fake_mode if fake_mode is not None else contextlib.nullcontext():
+        new.meta["val"] = target(*values)
     return new
 
 

@@ -19,6 +19,8 @@ Modules, one concern each:
   decomposition (no time axis pinned, without a guard, by the unrolled one).
 - :mod:`.recurrence_scan`: the state-space mixers' recurrences (Mamba's selective scan,
   RecurrentGemma's RG-LRU) as a ``scan`` over time (no sequence pinned by an unrolled loop).
+- :mod:`.scan_reductions`: ``cummax`` / ``cummin`` and ``isin`` as comparisons, ``where`` and
+  reductions (no op outside Core ATen, no ``searchsorted``).
 - :mod:`.static_cache`: a static cache layer updated out of place (no input mutation).
 - :mod:`.dbrx_experts`: DBRX's experts as per-pair weight gathers and ``bmm`` (no loop over
   the experts the routing hit).
@@ -68,6 +70,7 @@ from . import (
                pixtral_image_batch,
                recurrence_scan,
                rnn_while_loop,
+               scan_reductions,
                static_cache,
                symbolic_range,
                tensor_len,
@@ -79,5 +82,5 @@ from . import (
 __all__ = [
     "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask", "mask_broadcast",
     "moe_experts", "packed_vision_attention", "per_item_split", "pixel_shuffle_ints", "pixtral_image_batch", "recurrence_scan",
-    "rnn_while_loop", "static_cache", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
+    "rnn_while_loop", "scan_reductions", "static_cache", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index"]
