@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import export_onnx
+from _recurrent import PredictionNetwork, label_ids
 from export_core import ExportError
 from export_core.registry import withheld
 from export_sweep.zoo.build import build_tiny_model
@@ -83,29 +84,9 @@ def test_wavtokenizer_encoder_takes_any_length() -> None:
 PROMOTION = "onnx:torch.onnx._internal.exporter._fx_passes.insert_type_promotion_nodes"
 
 
-class _PredictionNetwork(torch.nn.Module):
-    """``forward(ids)``: token ids ``(batch, labels)`` int64 -> embedded, run through an LSTM
-    (batch first) and projected: ``(batch, labels, 12)`` float32. The LSTM's time axis is the
-    input's own dimension (an RNN-T prediction network's shape)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.embed = torch.nn.Embedding(20, 8)
-        self.lstm = torch.nn.LSTM(8, 16, batch_first=True)
-        self.proj = torch.nn.Linear(16, 12)
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.proj(self.lstm(self.embed(ids))[0])
-
-
-def _ids(batch: int, labels: int, seed: int) -> tuple[torch.Tensor]:
-    return (torch.randint(0, 20, (batch, labels), generator=torch.Generator().manual_seed(seed)),)
-
-
 def test_lstm_over_an_input_axis_takes_any_length() -> None:
-    result = export_onnx.export(_PredictionNetwork().eval(), _ids(2, 5, 0),
-                                validation_inputs=[_ids(3, 9, 1), _ids(1, 2, 2)])
+    result = export_onnx.export(PredictionNetwork().eval(), label_ids(2, 5, 0),
+                                validation_inputs=[label_ids(3, 9, 1), label_ids(1, 2, 2)])
     report = result.report
     assert report["validation"]["passed"] is True
     assert [c["shapes"]["0"] for c in report["validation"]["checks"]] == [[2, 5], [3, 9], [1, 2]]
@@ -116,5 +97,5 @@ def test_without_the_type_promotion_patch_the_input_axis_is_pinned() -> None:
     """Documents the type-promotion pass's fake run of the kept LSTM: when this stops failing,
     the patch can go."""
     with withheld("onnx", PROMOTION), pytest.raises(ExportError, match="invalid dimensions"):
-        export_onnx.export(_PredictionNetwork().eval(), _ids(2, 5, 0),
-                           validation_inputs=[_ids(3, 9, 1)])
+        export_onnx.export(PredictionNetwork().eval(), label_ids(2, 5, 0),
+                           validation_inputs=[label_ids(3, 9, 1)])

@@ -33,6 +33,7 @@ __all__ = [
     "FixResult",
     "FixesApplied",
     "apply_fx_node_fixes",
+    "decompose_called",
     "apply_fx_program_fixes",
     "apply_program_fixes",
     "call_before",
@@ -126,6 +127,21 @@ def called_targets(program: Any, targets: Any) -> set[Any]:
         for node in gm.graph.nodes
         if node.op == "call_function" and node.target in targets
     }
+
+
+def decompose_called(program: Any, decompositions: dict[Any, Any]) -> FixResult:
+    """``program.run_decompositions`` with the entries of ``decompositions`` (op overload ->
+    Python decomposition) whose op the program calls; every other node is left as it was.
+
+    Returns:
+        ``FixResult(new program, True, [op names])`` when the program calls one of the ops, else
+        ``FixResult(program, False)``.
+    """
+    called = called_targets(program, decompositions)
+    if not called:
+        return FixResult(program, False)
+    table = {op: fn for op, fn in decompositions.items() if op in called}
+    return FixResult(program.run_decompositions(table), True, sorted(str(op) for op in called))
 
 
 def _matches(targets: tuple[Any, ...], node: torch.fx.Node) -> bool:

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch._decomp.decompositions import _rnn_helper, gather_params, lstm_cell
 from torch._higher_order_ops.scan import scan
 
-from export_core.fixes import FixContext, FixResult, called_targets
+from export_core.fixes import FixContext, FixResult, decompose_called
 from export_core.registry import register_fx_program_fix
 
 from ..stages import BACKEND
@@ -136,10 +136,7 @@ def lstm_time_scan(program: torch.export.ExportedProgram, context: FixContext) -
     Source: https://github.com/pytorch/executorch/issues/5176
     """
     del context
-    called = called_targets(program, _DECOMPOSITIONS)
-    if not called:
-        return FixResult(program, False)
-    table = {op: fn for op, fn in _DECOMPOSITIONS.items() if op in called}
-    program = program.run_decompositions(table)
-    _detach_placeholder_values(program)
-    return FixResult(program, True, sorted(str(op) for op in called))
+    result = decompose_called(program, _DECOMPOSITIONS)
+    if result.modified:
+        _detach_placeholder_values(result.program)
+    return result

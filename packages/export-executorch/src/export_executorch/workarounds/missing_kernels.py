@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from export_core.fixes import FixContext, FixResult, called_targets
+from export_core.fixes import FixContext, FixResult, decompose_called
 from export_core.registry import register_fx_program_fix
 
 from ..stages import BACKEND
@@ -339,8 +339,4 @@ def decompose_missing_kernels(program: torch.export.ExportedProgram, context: Fi
     Source: https://github.com/pytorch/executorch/issues/11330
     """
     del context
-    called = called_targets(program, _DECOMPOSITIONS)
-    if not called:
-        return FixResult(program, False)
-    table = {op: fn for op, fn in _DECOMPOSITIONS.items() if op in called}
-    return FixResult(program.run_decompositions(table), True, sorted(str(op) for op in called))
+    return decompose_called(program, _DECOMPOSITIONS)
