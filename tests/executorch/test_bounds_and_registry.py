@@ -127,10 +127,11 @@ def test_derived_cap_below_the_example_is_raised_but_an_option_is_not() -> None:
 def test_workarounds_are_registered_with_reason_and_upstream() -> None:
     assert workarounds.__all__ == ["EXECUTORCH_STAGES", "dim_bounds", "dim_order_strides",
                                    "exact_quotient_bounds", "item_scalars",
-                                   "list_return_validator", "missing_kernels",
+                                   "list_return_validator", "lstm_scan", "missing_kernels",
                                    "partitioner_checks", "python_sym_ops", "retrace_contiguity",
-                                   "symbolic_empty", "view_after_sdpa", "xnnpack_gelu_tanh",
-                                   "xnnpack_max_dim", "xnnpack_passthrough", "xnnpack_reshape_dims"]
+                                   "scan_buffers", "symbolic_empty", "view_after_sdpa",
+                                   "view_dynamism", "xnnpack_gelu_tanh", "xnnpack_max_dim",
+                                   "xnnpack_passthrough", "xnnpack_reshape_dims"]
     rows = {r.name: r for r in describe(["executorch"])}
     patch = rows["executorch:executorch.exir.verification.arg_validator.EdgeOpArgValidator.call_function"]
     assert patch.kind == "patch" and patch.resolvable, patch.problem

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from ..registry import register_patch
 
 __all__ = ["MAMBA_SCAN_TARGETS", "RGLRU_SCAN_TARGET", "rg_lru_scan", "rglru_scan_as_scan",
-           "selective_scan", "selective_scan_as_scan"]
+           "scan_steps", "selective_scan", "selective_scan_as_scan"]
 
 _UPSTREAM = "https://github.com/pytorch/pytorch/issues/115092"
 
@@ -44,7 +44,23 @@ RGLRU_SCAN_TARGET = "transformers.models.recurrent_gemma.modeling_recurrent_gemm
 """RecurrentGemma's RG-LRU recurrence."""
 
 
-def _scan(combine: Any, init: Any, xs: Any) -> Any:
+def scan_steps(combine: Any, init: Any, xs: Any) -> Any:
+    """``torch._higher_order_ops.scan.scan(combine, init, xs, dim=0)``, shared by the scans the
+    export builds (here and in ExecuTorch's LSTM decomposition).
+
+    Known limit: ``scan`` runs through ``torch.compile`` of one inner function; after one export
+    traced a scan, exporting a model whose scan body is different code in the same process
+    fails at the second model's lowering (``SpecViolationError: Node.meta ... is missing val
+    field``; clearing dynamo's or the fake-tensor caches does not help). One model per process
+    (the sweep's workers, the command-line tools) is not affected.
+
+    Args:
+        combine: ``combine(carry, x) -> (next_carry, y)`` over pytrees of tensors.
+        init: the initial carry; xs: the inputs, scanned along axis 0.
+
+    Returns:
+        ``(last carry, stacked y)`` as ``scan``.
+    """
     from torch._higher_order_ops.scan import scan
 
     return scan(combine, init, xs, dim=0)
@@ -93,7 +109,7 @@ def selective_scan(
         new = torch.exp(A * dt_t.unsqueeze(-1)) * carry + (dt_t * u_t).unsqueeze(-1) * b_t.unsqueeze(1)
         return new, (new * c_t.unsqueeze(1)).sum(-1)
 
-    last, outputs = _scan(step, state, steps)
+    last, outputs = scan_steps(step, state, steps)
     out = outputs.permute(1, 2, 0).to(input_dtype)
     if D is not None:
         out = out + hidden_states * D[None, :, None]
@@ -132,7 +148,7 @@ def rg_lru_scan(
         new = gate_t * carry + x_t
         return new, new.clone()
 
-    last, states = _scan(step, recurrent_states.type(acc_dtype),
+    last, states = scan_steps(step, recurrent_states.type(acc_dtype),
                          (gate.transpose(0, 1), hidden_states.type(acc_dtype).transpose(0, 1)))
     return states.transpose(0, 1).type(hidden_states.dtype), last
 

@@ -35,10 +35,10 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 from torch._decomp.decompositions import _rnn_helper, gather_params, lstm_cell
-from torch._higher_order_ops.scan import scan
 
 from export_core.fixes import FixContext, FixResult, decompose_called
 from export_core.registry import register_fx_program_fix
+from export_core.workarounds.recurrence_scan import scan_steps
 
 from ..stages import BACKEND
 
@@ -66,7 +66,7 @@ def _scan_lstm_layer(
         h, c = lstm_cell(x, carry[0], carry[1], hh_weight, hh_bias, hr_weight, chunk_dim=1)
         return (h, c), h.clone()
 
-    (h_n, c_n), out = scan(step, (hidden[0], hidden[1]), steps, dim=0)
+    (h_n, c_n), out = scan_steps(step, (hidden[0], hidden[1]), steps)
     out = out.flip(0) if reverse else out
     return out, (h_n, c_n)
 
