@@ -18,10 +18,6 @@ from export_executorch.workarounds.lstm_scan import lstm_as_scan
 from export_sweep.zoo.build import build_tiny_model
 
 FIX = "lstm_time_scan"
-FRESH_PROCESS = pytest.mark.forked
-"""Each scan export runs in a forked process: after one scan was traced, a model whose scan body is
-other code fails to lower in the same process (``SpecViolationError: Node.meta ... is missing val
-field``; see ``export_core.workarounds.recurrence_scan.scan_steps``)."""
 PATCH = "executorch:executorch.exir.emit._emitter._Emitter._emit_scan"
 
 
@@ -78,7 +74,6 @@ def _export(model: torch.nn.Module, shapes: list[tuple[int, ...]]):
                                     max_batch=16)
 
 
-@FRESH_PROCESS
 @pytest.mark.parametrize("batch_first", [True, False], ids=["batch_first", "time_first"])
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["one_way", "two_way"])
 def test_lstm_takes_any_length_and_batch(batch_first: bool, bidirectional: bool) -> None:
@@ -90,7 +85,6 @@ def test_lstm_takes_any_length_and_batch(batch_first: bool, bidirectional: bool)
     assert PATCH in report["patches"]["fired"]
 
 
-@FRESH_PROCESS
 def test_lstm_with_a_projection() -> None:
     """``proj_size``: the hidden state (8) is narrower than the cell state (16)."""
     report = _export(_Recurrent(True, False, layers=1, proj_size=8), _shapes(True)).report
@@ -98,7 +92,6 @@ def test_lstm_with_a_projection() -> None:
     assert len(report["validation"]["checks"]) == 3
 
 
-@FRESH_PROCESS
 def test_without_the_fix_the_time_axis_is_pinned() -> None:
     """Documents the edge lowering's unrolled LSTM: the program returns the example's 6 steps
     for an 11-step input (a silently wrong artifact, caught by validation). When this stops
@@ -108,7 +101,6 @@ def test_without_the_fix_the_time_axis_is_pinned() -> None:
         _export(_Recurrent(True, False, layers=1), _shapes(True)[:2])
 
 
-@FRESH_PROCESS
 def test_without_the_patch_the_batch_is_pinned() -> None:
     """Documents the emitted scan loop's fixed-shape copies: when this stops failing, the patch
     can go."""
@@ -122,7 +114,6 @@ def test_a_model_without_an_lstm_fires_neither() -> None:
     assert PATCH not in report["patches"]["fired"]
 
 
-@FRESH_PROCESS
 def test_lstm_over_an_input_axis_takes_any_length() -> None:
     result = export_executorch.export(PredictionNetwork().eval(), label_ids(2, 5, 0),
                                       validation_inputs=[label_ids(3, 9, 1), label_ids(1, 2, 2)])
@@ -131,7 +122,6 @@ def test_lstm_over_an_input_axis_takes_any_length() -> None:
     assert [c["shapes"]["0"] for c in report["validation"]["checks"]] == [[2, 5], [3, 9], [1, 2]]
 
 
-@FRESH_PROCESS
 def test_wavtokenizer_encoder_takes_any_length() -> None:
     """Real model code: WavTokenizer's encoder runs an ``nn.LSTM`` over its frames."""
     g = torch.Generator().manual_seed(0)
