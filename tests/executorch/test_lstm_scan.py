@@ -14,6 +14,7 @@ import export_executorch
 from _recurrent import PredictionNetwork, label_ids
 from export_core import ExportError
 from export_core.registry import withheld
+from export_core.workarounds.recurrence_scan import rg_lru_scan
 from export_executorch.workarounds.lstm_scan import lstm_as_scan
 from export_sweep.zoo.build import build_tiny_model
 
@@ -106,6 +107,18 @@ def test_without_the_patch_the_batch_is_pinned() -> None:
     can go."""
     with withheld("executorch", PATCH), pytest.raises(ExportError, match="0x12"):
         _export(_Recurrent(True, False, layers=1), _shapes(True)[:2])
+
+
+def test_an_earlier_scan_in_the_process_leaves_the_export_intact() -> None:
+    """A scan run before the export (an eager one, at other sizes) used to make the LSTM's scan
+    a recompile with automatic dynamic shapes, whose body failed the lowering (``Node.meta ...
+    is missing val field``): see ``scan_steps``."""
+    g = torch.Generator().manual_seed(0)
+    x, a = torch.randn(2, 7, 5, generator=g), torch.rand(2, 7, 5, generator=g)
+    rg_lru_scan(None, x, a, torch.zeros(2, 7, 1, dtype=torch.bool), None)
+    report = _export(_Recurrent(True, False, layers=1), _shapes(True)[:2]).report
+    assert report["validation"]["passed"] is True
+    assert FIX in report["fixes"]["applied"]
 
 
 def test_a_model_without_an_lstm_fires_neither() -> None:

@@ -48,11 +48,14 @@ def scan_steps(combine: Any, init: Any, xs: Any) -> Any:
     """``torch._higher_order_ops.scan.scan(combine, init, xs, dim=0)``, shared by the scans the
     export builds (here and in ExecuTorch's LSTM decomposition).
 
-    Known limit: ``scan`` runs through ``torch.compile`` of one inner function; after one export
-    traced a scan, exporting a model whose scan body is different code in the same process
-    fails at the second model's lowering (``SpecViolationError: Node.meta ... is missing val
-    field``; clearing dynamo's or the fake-tensor caches does not help). One model per process
-    (the sweep's workers, the command-line tools) is not affected.
+    ``scan`` runs through ``torch.compile`` of one inner function (``run_flattened_scan``),
+    whose compiled entries live for the whole process. Once any scan has run (an eager call, an
+    earlier export), the next different scan body is a *recompile* of that function, and
+    dynamo's automatic dynamic shapes then turn the sizes that changed into symbols that the
+    body's graph placeholders carry without a fake value: the program fails at its lowering
+    with ``SpecViolationError: Node.meta ... is missing val field``. The scan therefore runs
+    with ``automatic_dynamic_shapes`` off: each body is traced at the sizes it is called with
+    (the export's own dynamic dims still reach it as symbols).
 
     Args:
         combine: ``combine(carry, x) -> (next_carry, y)`` over pytrees of tensors.
@@ -63,7 +66,8 @@ def scan_steps(combine: Any, init: Any, xs: Any) -> Any:
     """
     from torch._higher_order_ops.scan import scan
 
-    return scan(combine, init, xs, dim=0)
+    with torch._dynamo.config.patch(automatic_dynamic_shapes=False):
+        return scan(combine, init, xs, dim=0)
 
 
 def selective_scan(
