@@ -26,7 +26,10 @@ def _tiny() -> tuple[torch.nn.Module, list[dict]]:
     return tiny.model, [first, second, {k: v[:1] for k, v in first.items()}]
 
 
-@pytest.mark.parametrize("exporter", [export_onnx, export_executorch], ids=["onnx", "executorch"])
+@pytest.mark.parametrize("exporter", [
+    export_onnx,
+    pytest.param(export_executorch, marks=pytest.mark.slow),  # about 100 s; -m slow
+], ids=["onnx", "executorch"])
 def test_deepseek_ocr2_takes_any_batch(exporter) -> None:
     model, sets = _tiny()
     result = exporter.export(model, sets[0], validation_inputs=sets[1:])

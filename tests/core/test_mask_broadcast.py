@@ -65,7 +65,10 @@ def _features(batch: int, frames: int, seed: int) -> dict[str, torch.Tensor]:
 VALIDATION = [_features(3, 32, 1), _features(1, 32, 2)]
 
 
-@pytest.mark.parametrize("exporter", [export_onnx, export_executorch], ids=["onnx", "executorch"])
+@pytest.mark.parametrize("exporter", [
+    export_onnx,
+    pytest.param(export_executorch, marks=pytest.mark.slow),  # about 50 s; -m slow
+], ids=["onnx", "executorch"])
 def test_gemma4_audio_encoder_matches_eager(exporter) -> None:
     result = exporter.export(build_tiny_model("gemma4_audio").model, _features(2, 32, 0),
                              validation_inputs=VALIDATION)

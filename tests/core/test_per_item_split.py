@@ -153,7 +153,10 @@ def _smolvlm() -> tuple[torch.nn.Module, list[dict]]:
     return tiny.model, [first, second, {k: v[:1] for k, v in first.items()}]
 
 
-@pytest.mark.parametrize("exporter", [export_onnx, export_executorch], ids=["onnx", "executorch"])
+@pytest.mark.parametrize("exporter", [
+    export_onnx,
+    pytest.param(export_executorch, marks=pytest.mark.slow),  # about 40 s; -m slow
+], ids=["onnx", "executorch"])
 def test_smolvlm_per_sample_split_keeps_the_batch_dynamic(exporter) -> None:
     model, sets = _smolvlm()
     result = exporter.export(model, sets[0], validation_inputs=sets[1:])

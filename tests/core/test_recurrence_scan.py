@@ -77,9 +77,11 @@ def _ids(batch: int, seq: int, seed: int) -> dict[str, torch.Tensor]:
 VALIDATION = [_ids(3, 12, 1), _ids(1, 5, 2)]
 
 
-@pytest.mark.slow  # apart from the LSTM scan exports: see scan_steps (run with -m slow)
 @pytest.mark.parametrize(("model_type", "patch"), [("mamba", MAMBA), ("recurrent_gemma", RGLRU)])
-@pytest.mark.parametrize("exporter", [export_onnx, export_executorch], ids=["onnx", "executorch"])
+@pytest.mark.parametrize("exporter", [
+    export_onnx,
+    pytest.param(export_executorch, marks=pytest.mark.slow),  # about 20 s each; -m slow
+], ids=["onnx", "executorch"])
 def test_state_space_model_takes_any_length(model_type: str, patch: str, exporter) -> None:
     result = exporter.export(build_tiny_model(model_type).model, _ids(2, 8, 0),
                              validation_inputs=VALIDATION)
@@ -90,7 +92,6 @@ def test_state_space_model_takes_any_length(model_type: str, patch: str, exporte
     assert patch in report["patches"]["fired"]
 
 
-@pytest.mark.slow  # as above
 def test_without_the_patch_the_sequence_is_pinned() -> None:
     """Documents the unrolled selective-scan loop: when this stops failing, the patch can go."""
     with withheld("dynamo", MAMBA), pytest.raises(ExportError, match="invalid dimensions"):

@@ -160,6 +160,7 @@ def test_conv3d_over_dynamic_batch_and_frames_runs_in_executorch(backend):
     assert FIX in report["fixes"]["applied"]
 
 
+@pytest.mark.slow  # about 45 s; the dynamic conv3d tests above run by default
 def test_conv3d_with_padding_in_time_and_groups_runs_in_executorch():
     torch.manual_seed(0)
     model = Tubelets(kernel=3, stride=(1, 2, 2), padding=(1, 1, 1), groups=2).eval()

@@ -82,6 +82,7 @@ def _sweep(out: Path, executor: object) -> dict:
     )
 
 
+@pytest.mark.slow  # about 100 s; the CLI test below runs on Ray in the default run
 def test_ray_and_local_pool_record_the_same(ray_cluster: str, tmp_path: Path) -> None:
     limits = Limits(memory_mb=4096, timeout_s=TIMEOUT_S, preload=("torch", "transformers", "export_onnx"))
     on_ray = _sweep(tmp_path / "ray.json", RayExecutor(ray_cluster, limits))
