@@ -8,13 +8,15 @@ alternating, ``--repeat`` times each:
 * ``bare``: ``torch.export.export(..., Dim.AUTO)`` -> ``to_edge_transform_and_lower(
   XnnpackPartitioner())`` -> ``to_executorch()`` -> write ``model.pte``
 
-Prints the median export wall time of each and their ratio (target <= 1.15), the slowest stages of
+Prints the median export wall time of each and their ratio (target <= 1.05), the slowest stages of
 export-executorch (from its report), the peak RSS of each process, the planned arena, and the
-latency of the ExecuTorch XNNPACK program over eager PyTorch on the same unseen batch
-(target <= 1.0).
+latency of eager PyTorch, ONNX Runtime (an ``export-onnx`` artifact of the same model) and the
+ExecuTorch XNNPACK program on the same unseen batch, side by side in one process (target: the
+ExecuTorch ratio over eager <= 0.45 and <= ONNX Runtime's).
 
-Usage: ``uv run python benchmarks/bench_executorch.py [--repeat 3] [--iters 50] [--pte PATH]``
-(``--pte``: only the latency, on an existing program of the default model)
+Usage: ``uv run python benchmarks/bench_executorch.py [--repeat 3] [--iters 60]``
+``[--pte PATH [--onnx PATH]]`` (``--pte``: only the latency, on existing artifacts of the default
+model)
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _demo import load_demo  # noqa: E402
+from _latency import onnx_runtime_call, side_by_side  # noqa: E402
 
 
 def child(mode: str, out: str) -> None:
@@ -72,8 +76,9 @@ def child(mode: str, out: str) -> None:
                       **extra}))
 
 
-def latency(path: str, iters: int) -> tuple[float, float, tuple[int, ...]]:
-    """Median ExecuTorch (XNNPACK) and eager latency (ms) on the same batch of unseen sentences."""
+def latency(pte: str, onnx: str | None, iters: int) -> tuple[dict[str, float], tuple[int, ...]]:
+    """Median latency (ms) of eager PyTorch, ONNX Runtime (when ``onnx`` is given) and the
+    ExecuTorch XNNPACK program on the same batch of unseen sentences, side by side."""
     import torch
 
     from export_executorch import ExecutorchRunner
@@ -81,39 +86,36 @@ def latency(path: str, iters: int) -> tuple[float, float, tuple[int, ...]]:
     model, sets = load_demo()
     batch = sets.validation[0]
 
-    def timed(fn) -> float:
-        for _ in range(3):
-            fn()
-        samples = []
-        for _ in range(iters):
-            t = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t) * 1e3)
-        return statistics.median(samples)
+    def eager() -> Any:
+        def call() -> Any:
+            with torch.inference_mode():
+                return model(**batch)
+        return call
 
-    with torch.inference_mode():
-        eager = timed(lambda: model(**batch))
-    # loaded after the eager timing: XNNPACK's thread pool must not compete with eager PyTorch
-    runner = ExecutorchRunner(path, list(sets.export))
-    et = timed(lambda: runner(batch))
-    return et, eager, tuple(batch["input_ids"].shape)
+    calls: dict[str, Any] = {"eager PyTorch": eager}
+    if onnx:
+        calls["ONNX Runtime"] = lambda: onnx_runtime_call(onnx, batch)
+    runner_names = list(sets.export)
+    calls["ExecuTorch XNNPACK"] = lambda: (lambda r: lambda: r(batch))(
+        ExecutorchRunner(pte, runner_names))
+    return side_by_side(calls, iters), tuple(batch["input_ids"].shape)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--iters", type=int, default=60)
     ap.add_argument("--child", choices=["export-executorch", "bare"])
     ap.add_argument("--out")
     ap.add_argument("--pte", help="only measure latency, on this model.pte of the default model")
+    ap.add_argument("--onnx", help="with --pte: also ONNX Runtime on this model.onnx of it")
     args = ap.parse_args()
     if args.child:
         child(args.child, args.out)
         return
     if args.pte:
-        et_ms, eager_ms, shape = latency(args.pte, args.iters)
-        print(f"latency on batch {shape} (median of {args.iters}): ExecuTorch XNNPACK "
-              f"{et_ms:.2f} ms, eager {eager_ms:.2f} ms, ratio {et_ms / eager_ms:.3f}")
+        ms, shape = latency(args.pte, args.onnx, args.iters)
+        print_latency(ms, shape, args.iters)
         return
     results: dict[str, list[dict]] = {"export-executorch": [], "bare": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -137,12 +139,17 @@ def main() -> None:
             for s in r["stages"]:
                 stage_s.setdefault(s["name"], []).append(s["seconds"])
         top = sorted(((statistics.median(v), k) for k, v in stage_s.items()), reverse=True)[:6]
-        et_ms, eager_ms, shape = latency(
-            os.path.join(tmp, "export-executorch-0", "model.pte"), args.iters)
+        onnx_dir = os.path.join(tmp, "onnx")
+        os.makedirs(onnx_dir)
+        subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "bench_onnx.py"),
+                        "--child", "export-onnx", "--out", onnx_dir],
+                       capture_output=True, text=True, check=True)
+        ms, shape = latency(os.path.join(tmp, "export-executorch-0", "model.pte"),
+                            os.path.join(onnx_dir, "model.onnx"), args.iters)
     print(f"export wall time (median of {args.repeat}, fresh process each)")
     print(f"  export-executorch              {ours:7.2f} s")
     print(f"  bare torch.export + XNNPACK    {bare:7.2f} s")
-    print(f"  ratio                          {ours / bare:7.3f}   (target <= 1.15)")
+    print(f"  ratio                          {ours / bare:7.3f}   (target <= 1.05)")
     print("slowest export-executorch stages (median s): "
           + ", ".join(f"{name} {sec:.2f}" for sec, name in top))
     print("peak RSS")
@@ -151,10 +158,21 @@ def main() -> None:
     print(f"planned arena {first['arena_bytes'] / 2**20:.1f} MiB at bounds {first['bounds']}; "
           f"delegated {first['delegation']['delegated_nodes']}/"
           f"{first['delegation']['total_nodes']} nodes")
-    print(f"latency on batch {shape} (median of {args.iters})")
-    print(f"  ExecuTorch XNNPACK             {et_ms:7.2f} ms")
-    print(f"  eager PyTorch                  {eager_ms:7.2f} ms")
-    print(f"  ratio                          {et_ms / eager_ms:7.3f}   (target <= 1.0)")
+    print_latency(ms, shape, args.iters)
+
+
+def print_latency(ms: dict[str, float], shape: tuple[int, ...], iters: int) -> None:
+    """Print each runtime's median latency and its ratio over eager PyTorch, with the targets:
+    ExecuTorch XNNPACK at or below 0.45x eager and at or below ONNX Runtime's ratio."""
+    eager = ms["eager PyTorch"]
+    print(f"latency on batch {shape} (median of {iters}, side by side in one process)")
+    for name, value in ms.items():
+        print(f"  {name:30s} {value:7.2f} ms   {value / eager:6.3f}x eager")
+    et = ms["ExecuTorch XNNPACK"] / eager
+    onnx = ms.get("ONNX Runtime")
+    target = "target <= 0.45x" + (f" and <= ONNX Runtime's {onnx / eager:.3f}x" if onnx else "")
+    met = et <= 0.45 and (onnx is None or et <= onnx / eager)
+    print(f"  ExecuTorch XNNPACK ratio {et:.3f}x ({target}: {'met' if met else 'not met'})")
 
 
 if __name__ == "__main__":
