@@ -9,7 +9,8 @@ workers' ``PYTHONPATH``). By model type:
 - ``linear-*``: the real job on a tiny ``Linear`` model (no zoo build) with fake backends whose
   behaviour the type names: ``linear-ok`` (both pass, and they require the shared capture),
   ``linear-crash-second`` (``executorch`` segfaults after ``onnx`` passed), ``linear-hang-first``
-  (``onnx`` hangs; ``executorch`` then runs in a job of its own and passes).
+  (``onnx`` hangs; ``executorch`` then runs in a job of its own and passes). The hanging and the
+  crashing fake report a stage to the job's stage listener first, as an exporter does.
 - any other type: the real job, unchanged.
 """
 
@@ -58,11 +59,15 @@ def _passes(model: Any, inputs: Any, **options: Any) -> Any:
     return _report()
 
 
-def _segfaults(model: Any, inputs: Any, **options: Any) -> Any:
+def _segfaults(model: Any, inputs: Any, *, listener: Any = None, **options: Any) -> Any:
+    if listener is not None:  # as an exporter reports its stages
+        listener.stage_started(SimpleNamespace(name="runtime"))
     os.kill(os.getpid(), signal.SIGSEGV)
 
 
-def _hangs(model: Any, inputs: Any, **options: Any) -> Any:
+def _hangs(model: Any, inputs: Any, *, listener: Any = None, **options: Any) -> Any:
+    if listener is not None:
+        listener.stage_started(SimpleNamespace(name="lower"))
     time.sleep(3600)
 
 

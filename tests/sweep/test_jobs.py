@@ -118,6 +118,19 @@ def test_a_timeout_reruns_only_the_backends_that_never_started() -> None:
     assert out.rerun == ("executorch",)
 
 
+def test_a_timeout_names_the_export_stage_it_hung_in() -> None:
+    progress = JobProgress("export", "executorch", 1.0, {"onnx": PASS}, {}, stage="lower")
+    res = JobResult("timeout", error="Timeout: no result after 360 s", seconds=360.0,
+                    progress=progress.to_json())
+    record = _outcome(TypeJob("m", BOTH), res, 180.0).records["executorch"]
+    assert record["stage"] == "timeout" and record["in_stage"] == "lower"
+    assert record["error"] == "Timeout: no result after 360 s (in export stage lower)"
+    # A progress file written before the stage field existed reads as no stage.
+    old = {k: v for k, v in progress.to_json().items() if k != "stage"}
+    record = _outcome(TypeJob("m", BOTH), replace(res, progress=old), 180.0).records["executorch"]
+    assert "in_stage" not in record and record["error"] == "Timeout: no result after 360 s"
+
+
 def test_a_backend_cut_short_by_an_earlier_overrun_runs_again() -> None:
     slow = {**PASS, "seconds": 300.0}
     progress = JobProgress("export", "executorch", 301.0, {"onnx": slow}, {})
@@ -190,8 +203,12 @@ def test_shared_capture_crash_and_timeout_in_real_workers(tmp_path: Path, faults
     assert ok["worker_seconds"] > 0
     crashed = data["results"]["linear-crash-second"]["backends"]["executorch"]
     assert crashed["error"].startswith("WorkerCrash: worker died (signal 11)")
+    # The stage the export reported last (through the job's stage listener) is named.
+    assert crashed["in_stage"] == "runtime" and crashed["error"].endswith("(in export stage runtime)")
     hung = data["results"]["linear-hang-first"]
     assert hung["backends"]["onnx"]["seconds"] >= 8.0 and "capture" not in hung
+    assert hung["backends"]["onnx"]["error"] == (
+        "Timeout: no result after 16 s (in export stage lower)")
     # The file on disk is what the call returned (written as results arrived).
     from export_sweep.results import load_results
 

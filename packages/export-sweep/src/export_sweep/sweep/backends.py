@@ -116,11 +116,23 @@ class Backend:
     def accepts_capture(function: Callable[..., Any]) -> bool:
         """Whether ``function`` takes a ``capture`` keyword (a shared
         :class:`~export_core.CaptureResult`) instead of capturing the model itself."""
-        try:
-            params = inspect.signature(function).parameters
-        except (TypeError, ValueError):
-            return False
-        return "capture" in params
+        return _takes_keyword(function, "capture")
+
+    @staticmethod
+    def accepts_listener(function: Callable[..., Any]) -> bool:
+        """Whether ``function`` takes a ``listener`` keyword (an
+        :class:`~export_core.stages.StageListener` told when each export stage starts)."""
+        return _takes_keyword(function, "listener")
+
+
+def _takes_keyword(function: Callable[..., Any], name: str) -> bool:
+    """Whether ``function``'s signature has a parameter ``name`` (``False`` when it has no
+    signature)."""
+    try:
+        params = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params
 
 
 BACKEND_TABLE: tuple[Backend, ...] = (

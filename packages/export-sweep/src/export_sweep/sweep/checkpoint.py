@@ -2,10 +2,12 @@
 
 A job exports one model type to several backends in one worker. Before each phase it rewrites
 its progress file (atomically, through a temporary file and a rename): the shared phase it is in
-(``build``, ``capture``), or the backend it is exporting and when that export started, and every
-finished backend's record. When the worker crashes, runs out of memory or overruns its deadline,
+(``build``, ``capture``), or the backend it is exporting, when that export started and the export
+stage it is in (:class:`StageProgress`, the export's stage listener), and every finished
+backend's record. When the worker crashes, runs out of memory or overruns its deadline,
 the parent reads the file: finished backends keep their records, the running one is recorded as
-the failure, and the backends that never started are run again on their own.
+the failure (naming the stage it hung or died in), and the backends that never started are run
+again on their own.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["JobProgress", "Phase"]
+__all__ = ["JobProgress", "Phase", "StageProgress"]
 
 Phase = Literal["build", "capture", "export", "done"]
 
@@ -33,6 +35,8 @@ class JobProgress:
         finished: ``backend -> record`` of every finished export, in the order they ran.
         model: the type-level fields known so far (``class_name``, ``modality``, ``build``,
             ``capture``).
+        stage: the export stage :attr:`running` is in (the exporter's stage name, ``lower``),
+            ``None`` before its first stage or when its export reports no stages.
     """
 
     phase: Phase = "build"
@@ -40,6 +44,7 @@ class JobProgress:
     started: float = 0.0
     finished: dict[str, dict[str, Any]] = field(default_factory=dict)
     model: dict[str, Any] = field(default_factory=dict)
+    stage: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON-able form."""
@@ -47,6 +52,7 @@ class JobProgress:
             "phase": self.phase,
             "running": self.running,
             "started": self.started,
+            "stage": self.stage,
             "finished": self.finished,
             "model": self.model,
         }
@@ -61,6 +67,7 @@ class JobProgress:
             phase=data.get("phase") or "build",
             running=data.get("running"),
             started=float(data.get("started") or 0.0),
+            stage=data.get("stage"),
             finished=dict(data.get("finished") or {}),
             model=dict(data.get("model") or {}),
         )
@@ -77,3 +84,26 @@ class JobProgress:
     def with_changes(self, **changes: Any) -> JobProgress:
         """A copy with ``changes`` applied (``dataclasses.replace``)."""
         return replace(self, **changes)
+
+
+@dataclass
+class StageProgress:
+    """An export's stage listener (``export(..., listener=...)``) that writes the stage each
+    export stage starts into the job's progress file, so a timeout or a crash names the stage
+    it happened in.
+
+    Attributes:
+        progress: the job's progress while one backend exports (phase ``export``).
+        path: the progress file (``None``: nothing is written).
+    """
+
+    progress: JobProgress
+    path: str | os.PathLike[str] | None
+
+    def stage_started(self, stage: Any) -> None:
+        """Record ``stage`` (an :class:`export_core.stages.Stage`; its ``name``) as running."""
+        self.progress = self.progress.with_changes(stage=getattr(stage, "name", str(stage)))
+        self.progress.write(self.path)
+
+    def stage_finished(self, stage: Any, seconds: float, ok: bool) -> None:
+        """Nothing: the next stage's start, or the job's next write, replaces the stage."""

@@ -23,6 +23,7 @@ from typing import Any
 
 from export_sweep.errors import first_line
 from export_sweep.sweep.backends import BACKENDS, get_backend
+from export_sweep.sweep.checkpoint import StageProgress
 from export_sweep.sweep.job import (
     LoadedModel,
     SharedCapture,
@@ -233,7 +234,8 @@ def generate_job(
         generative head, or one that cannot be built, is ``skip`` on every backend).
     """
 
-    def export_one(loaded: LoadedModel, backend: str, shared: SharedCapture | None) -> dict[str, Any]:
+    def export_one(loaded: LoadedModel, backend: str, shared: SharedCapture | None,
+                   listener: StageProgress) -> dict[str, Any]:
         return generate_backend(loaded.model, backend, class_name=loaded.class_name)
 
     return run_job(

@@ -23,7 +23,7 @@ from typing import Any
 
 from export_sweep.errors import first_line
 from export_sweep.sweep.backends import BACKENDS, Backend, get_backend
-from export_sweep.sweep.checkpoint import JobProgress
+from export_sweep.sweep.checkpoint import JobProgress, StageProgress
 from export_sweep.sweep.skips import SkipEntry, applicable_skip
 from export_sweep.zoo.isolate import extra_address_space
 
@@ -149,6 +149,7 @@ def export_backend(
     skips: Iterable[SkipEntry] | None = None,
     optimize_off: Iterable[SkipEntry] | None = None,
     capture: SharedCapture | None = None,
+    listener: Any = None,
 ) -> dict[str, Any]:
     """Export ``model`` to one backend with dynamic shapes and validate it at both input sets.
 
@@ -163,6 +164,8 @@ def export_backend(
         optimize_off: ``ONNX_DISABLE_OPTIMIZE`` override (tests).
         capture: a shared capture; used when the backend's export takes ``capture``. A failed
             shared capture is this backend's ``capture`` failure.
+        listener: a stage listener (:class:`~export_sweep.sweep.checkpoint.StageProgress`)
+            given to the backend's export when it takes one.
 
     Returns:
         ``{"status": "pass"|"fail"|"skip"|"xfail"|"xpass", "stage", "error", "seconds"}`` plus
@@ -181,6 +184,8 @@ def export_backend(
     kwargs: dict[str, Any] = {"dynamic": True, "validate": True, **options}
     if inputs.second is not None:
         kwargs["validation_inputs"] = [inputs.second]
+    if listener is not None and Backend.accepts_listener(export):
+        kwargs["listener"] = listener
     extra: dict[str, Any] = dict(options)
     shared = capture is not None and Backend.accepts_capture(export)
 
@@ -293,8 +298,10 @@ def _shares_capture(backends: Sequence[str]) -> bool:
     return n >= 2
 
 
-ExportOne = Callable[[LoadedModel, str, "SharedCapture | None"], dict[str, Any]]
-"""``(loaded model, backend, shared capture or None) -> backend record`` of one job kind."""
+ExportOne = Callable[[LoadedModel, str, "SharedCapture | None", StageProgress], dict[str, Any]]
+"""``(loaded model, backend, shared capture or None, stage listener) -> backend record`` of one
+job kind; the listener (given to the export as ``listener``) keeps the running export stage in
+the job's progress file."""
 
 
 def run_job(
@@ -362,12 +369,12 @@ def run_job(
 
     for b in backends:
         progress = progress.with_changes(
-            phase="export", running=b, started=round(time.perf_counter() - t_job, 3)
+            phase="export", running=b, started=round(time.perf_counter() - t_job, 3), stage=None
         ).write(progress_path)
-        rec["backends"][b] = export_one(loaded, b, shared)
+        rec["backends"][b] = export_one(loaded, b, shared, StageProgress(progress, progress_path))
         gc.collect()
         progress = progress.with_changes(
-            running=None, finished={**progress.finished, b: rec["backends"][b]}
+            running=None, stage=None, finished={**progress.finished, b: rec["backends"][b]}
         )
     progress.with_changes(phase="done").write(progress_path)
     return rec
@@ -398,10 +405,10 @@ def export_job(
         build error; a failed shared capture is each sharing backend's ``capture`` failure.
     """
 
-    def export_one(loaded: LoadedModel, backend: str, shared: SharedCapture | None) -> dict[str, Any]:
-        return export_backend(
-            loaded.model, loaded.inputs, backend, class_name=loaded.class_name, capture=shared
-        )
+    def export_one(loaded: LoadedModel, backend: str, shared: SharedCapture | None,
+                   listener: StageProgress) -> dict[str, Any]:
+        return export_backend(loaded.model, loaded.inputs, backend, class_name=loaded.class_name,
+                              capture=shared, listener=listener)
 
     return run_job(
         model_type,

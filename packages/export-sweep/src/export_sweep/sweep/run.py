@@ -113,15 +113,18 @@ def plan_jobs(
     return jobs
 
 
-def _failed(res: JobResult, seconds: float, error: str | None = None) -> dict[str, Any]:
-    """A backend record for an export the worker could not finish (timeout, oom, crash)."""
+def _failed(res: JobResult, seconds: float, error: str | None = None,
+            in_stage: str | None = None) -> dict[str, Any]:
+    """A backend record for an export the worker could not finish (timeout, oom, crash);
+    ``in_stage``: the export stage it was in (from the progress file), added to the error and
+    kept as ``in_stage``."""
     stage = {"timeout": "timeout", "oom": "oom"}.get(res.status, "worker")
-    return {
-        "status": "fail",
-        "stage": stage,
-        "error": first_line(error or res.error or res.status),
-        "seconds": round(seconds, 3),
-    }
+    text = first_line(error or res.error or res.status)
+    record = {"status": "fail", "stage": stage, "error": text, "seconds": round(seconds, 3)}
+    if in_stage:
+        record["error"] = f"{text} (in export stage {in_stage})"
+        record["in_stage"] = in_stage
+    return record
 
 
 def _timed_out(timeout_s: float, seconds: float) -> dict[str, Any]:
@@ -170,7 +173,7 @@ def _outcome(tj: TypeJob, res: JobResult, timeout_s: float) -> _Outcome:
             if short:
                 rerun = (running, *never)
             else:
-                records[running] = _failed(res, elapsed)
+                records[running] = _failed(res, elapsed, in_stage=progress.stage)
                 rerun = never
     for b, r in records.items():  # a backend slower than its limit alone is a timeout
         if (r.get("seconds") or 0.0) > timeout_s and r.get("stage") != "timeout":
