@@ -190,6 +190,36 @@ def test_shrink_keeps_divisibility_and_equalities() -> None:
     assert d["hidden_size"] == 4096  # input untouched
 
 
+@pytest.mark.parametrize("layers", [2, 4])
+def test_shrink_scales_kv_shared_layers_with_the_stack(layers: int) -> None:
+    """Gemma-3n's last 15 of 35 layers reuse the cache of an earlier layer of their type; a count
+    clamped to the new stack (15 -> 2) left no layer producing a cache, the config raised and the
+    zoo fell back to all 35 layers."""
+    from dataclasses import replace
+
+    from transformers import CONFIG_MAPPING
+
+    from export_sweep.zoo.shrink import TARGETS
+
+    config_class = CONFIG_MAPPING["gemma3n_text"]
+    s = shrink_config_dict(config_class().to_dict(), model_type="gemma3n_text",
+                           targets=replace(TARGETS, layers=layers))
+    assert s["num_hidden_layers"] == layers
+    shared = s["num_kv_shared_layers"]
+    assert 0 <= shared < layers
+    assert set(s["layer_types"][: layers - shared]) == set(s["layer_types"])
+    modes = config_class.from_dict(s).kv_sharing_modes  # raised before
+    assert modes.count("reuse") == shared
+    if layers == 4:
+        assert shared > 0  # the sharing is still exercised where the stack allows it
+
+
+def test_gemma3n_text_builds_on_the_default_rung() -> None:
+    tiny = build_tiny_model("gemma3n_text")
+    assert tiny.shrink == "default"
+    assert tiny.model.config.num_hidden_layers == 2
+
+
 # ── Isolation ────────────────────────────────────────────────────────────────────────────────
 def test_isolated_job_ok_and_raising() -> None:
     ok = run_isolated("math:sqrt", 16.0, timeout_s=60)

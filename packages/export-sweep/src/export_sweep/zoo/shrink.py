@@ -293,6 +293,8 @@ def _split_proportionally(parts: list[int], total: int) -> list[int]:
 
 # ── The generic walk ────────────────────────────────────────────────────────────────────────────
 _RATIOS_RE = re.compile(r"(upsampling_ratios|downsampling_ratios|upsample_rates|downsample_rates)$")
+_SHARED_LAYERS_RE = re.compile(r"^num_\w*shared\w*_layers$")
+"""Counts of trailing layers that reuse an earlier layer's key/value cache (Gemma-3n)."""
 _LAYER_LIST_HINTS = ("layer", "block", "no_rope", "sliding", "mlp_only", "moe", "types", "pattern")
 _INDEX_LIST_RE = re.compile(
     r"(indexes|indices|index_list|_idx|_layers_ids|out_indices|"
@@ -427,6 +429,7 @@ class _Shrinker:
         self.fix_layer_lists(d, old_layers)
         self.fix_backbone(d, old_layers)
         self.fix_per_layer_dicts(d, old_layers)
+        self.fix_shared_layers(d, old_layers, original)
         self.fix_consistency(d, original)
 
     def int_list(self, key: str, values: list[int], family: str) -> list[int]:
@@ -491,6 +494,33 @@ class _Shrinker:
                 top = max(old_layers.values())
                 if value >= top:
                     d[key] = top - 1
+
+    def fix_shared_layers(self, d: dict[str, Any], old_layers: Mapping[int, int],
+                          original: Mapping[str, int]) -> None:
+        """Counts of layers that reuse an earlier layer's state (``num_kv_shared_layers``: the
+        last k layers read the key/value cache of the last earlier layer of their type): scaled
+        with the stack, not clamped to it, and kept small enough that the producing layers
+        (``layer_types[:n - k]``) still hold every layer type. A stack that shared all its
+        layers keeps sharing all of them."""
+        if not old_layers:
+            return
+        old_n = max(old_layers)
+        new_n = old_layers[old_n]
+        types = d.get("layer_types")
+        for key in list(d):
+            if not (isinstance(key, str) and _SHARED_LAYERS_RE.search(key) and _is_int(d[key])):
+                continue
+            old_k = original.get(key, d[key])
+            if old_k <= 0:
+                continue
+            if old_k >= old_n:
+                d[key] = new_n
+                continue
+            k = min(round(old_k * new_n / old_n), new_n - 1)
+            if isinstance(types, list) and len(types) == new_n:
+                while k > 0 and set(types[: new_n - k]) != set(types):
+                    k -= 1
+            d[key] = max(k, 0)
 
     def fix_head_dim_sums(self, d: dict[str, Any], original: Mapping[str, int]) -> None:
         """Keep ``a == b + c`` among head widths (MLA: ``qk_head_dim = nope + rope``)."""
