@@ -17,6 +17,9 @@ and the upstream bug:
 - :mod:`.xnnpack_max_dim` — ExecuTorch patch (``executorch_patches``, XNNPACK): the partitioner
   delegates ``max.dim`` reductions the XNNPACK serializer rejects (any axis but 2 / 3, or
   ``keepdim=False``).
+- :mod:`.xnnpack_partition_merge` — ExecuTorch patch (``executorch_patches``, XNNPACK): the
+  partitioner's merge step runs a full-graph cycle check per pair of partitions, so a graph of a
+  few thousand nodes does not lower; the same merges are decided on reachability bitmasks.
 - :mod:`.xnnpack_gelu_tanh` — FX node fix (``fx_node_fixes``, XNNPACK): XNNPACK runs
   ``gelu(approximate="tanh")`` as the exact GELU (a silent error); the tanh form is decomposed.
 - :mod:`.partitioner_checks` — not a workaround: the rejecting ``check_constraints`` wrapper the
@@ -75,6 +78,7 @@ from . import (
     view_dynamism,
     xnnpack_gelu_tanh,
     xnnpack_max_dim,
+    xnnpack_partition_merge,
     xnnpack_passthrough,
     xnnpack_reshape_dims,
 )
@@ -97,6 +101,7 @@ __all__ = [
     "view_dynamism",
     "xnnpack_gelu_tanh",
     "xnnpack_max_dim",
+    "xnnpack_partition_merge",
     "xnnpack_passthrough",
     "xnnpack_reshape_dims",
 ]
