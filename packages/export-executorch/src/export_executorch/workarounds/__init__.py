@@ -20,6 +20,9 @@ and the upstream bug:
 - :mod:`.xnnpack_partition_merge` — ExecuTorch patch (``executorch_patches``, XNNPACK): the
   partitioner's merge step runs a full-graph cycle check per pair of partitions, so a graph of a
   few thousand nodes does not lower; the same merges are decided on reachability bitmasks.
+- :mod:`.sym_mod_sign` — FX node fix (``fx_node_fixes``): the runtime computes ``%`` of
+  symbolic sizes with C++'s sign, so ``(-seq) % block`` (padding to a multiple) comes out
+  negative; each remainder becomes ``((a % b) + b) % b``.
 - :mod:`.xnnpack_gelu_tanh` — FX node fix (``fx_node_fixes``, XNNPACK): XNNPACK runs
   ``gelu(approximate="tanh")`` as the exact GELU (a silent error); the tanh form is decomposed.
 - :mod:`.partitioner_checks` — not a workaround: the rejecting ``check_constraints`` wrapper the
@@ -73,6 +76,7 @@ from . import (
     python_sym_ops,
     retrace_contiguity,
     scan_buffers,
+    sym_mod_sign,
     symbolic_empty,
     view_after_sdpa,
     view_dynamism,
@@ -96,6 +100,7 @@ __all__ = [
     "python_sym_ops",
     "retrace_contiguity",
     "scan_buffers",
+    "sym_mod_sign",
     "symbolic_empty",
     "view_after_sdpa",
     "view_dynamism",
