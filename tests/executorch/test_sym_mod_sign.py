@@ -12,8 +12,9 @@ import torch.nn.functional as F
 import export_executorch
 from export_core import RuntimeLoadError
 from export_core.registry import withheld
+from export_executorch.workarounds import sym_mod_sign
 
-FIX = "python_sign_sym_mod"
+FIX = sym_mod_sign.python_sign_sym_mod.__name__
 
 
 class PadToBlock(torch.nn.Module):

@@ -20,6 +20,9 @@ and the upstream bug:
 - :mod:`.xnnpack_partition_merge` — ExecuTorch patch (``executorch_patches``, XNNPACK): the
   partitioner's merge step runs a full-graph cycle check per pair of partitions, so a graph of a
   few thousand nodes does not lower; the same merges are decided on reachability bitmasks.
+- :mod:`.negative_padding` — FX node fix (``fx_node_fixes``): the ``constant_pad_nd`` kernel
+  refuses negative padding (a crop in PyTorch: RWKV's token shift); it becomes a slice and a
+  non-negative pad.
 - :mod:`.sym_mod_sign` — FX node fix (``fx_node_fixes``): the runtime computes ``%`` of
   symbolic sizes with C++'s sign, so ``(-seq) % block`` (padding to a multiple) comes out
   negative; each remainder becomes ``((a % b) + b) % b``.
@@ -72,6 +75,7 @@ from . import (
     list_return_validator,
     lstm_scan,
     missing_kernels,
+    negative_padding,
     partitioner_checks,
     python_sym_ops,
     retrace_contiguity,
@@ -96,6 +100,7 @@ __all__ = [
     "list_return_validator",
     "lstm_scan",
     "missing_kernels",
+    "negative_padding",
     "partitioner_checks",
     "python_sym_ops",
     "retrace_contiguity",
