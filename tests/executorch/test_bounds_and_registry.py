@@ -128,10 +128,12 @@ def test_workarounds_are_registered_with_reason_and_upstream() -> None:
     assert workarounds.__all__ == ["EXECUTORCH_STAGES", "dim_bounds", "dim_order_strides",
                                    "exact_quotient_bounds", "item_scalars",
                                    "list_return_validator", "lstm_scan", "missing_kernels",
-                                   "partitioner_checks", "python_sym_ops", "retrace_contiguity",
-                                   "scan_buffers", "symbolic_empty", "view_after_sdpa",
-                                   "view_dynamism", "xnnpack_gelu_tanh", "xnnpack_max_dim",
-                                   "xnnpack_passthrough", "xnnpack_reshape_dims"]
+                                   "negative_padding", "partitioner_checks", "python_sym_ops",
+                                   "retrace_contiguity", "scan_buffers", "sym_mod_sign",
+                                   "symbolic_empty", "view_after_sdpa", "view_dynamism",
+                                   "xnnpack_gelu_tanh", "xnnpack_max_dim",
+                                   "xnnpack_partition_merge", "xnnpack_passthrough",
+                                   "xnnpack_reshape_dims"]
     rows = {r.name: r for r in describe(["executorch"])}
     patch = rows["executorch:executorch.exir.verification.arg_validator.EdgeOpArgValidator.call_function"]
     assert patch.kind == "patch" and patch.resolvable, patch.problem
@@ -145,6 +147,11 @@ def test_workarounds_are_registered_with_reason_and_upstream() -> None:
                  "item_as_local_scalar_dense"):
         assert rows[name].kind == "fx_program_fix" and rows[name].stage == "fx_program_fixes"
     assert rows["symbolic_empty_as_zeros"].kind == "fx_node_fix"
+    for name in ("python_sign_sym_mod", "crop_negative_padding"):
+        assert rows[name].kind == "fx_node_fix" and rows[name].stage == "fx_node_fixes"
+    merge = rows["executorch.xnnpack:executorch.exir.backend.canonical_partitioners"
+                 ".group_partitioner.GroupBasedPartitioner._merge_partitions"]
+    assert merge.kind == "patch" and merge.stage == "executorch_patches" and merge.resolvable
     retrace = rows["executorch:torch.fx.passes.shape_prop.is_contiguous_for_memory_format_or_false"]
     assert retrace.kind == "patch" and retrace.stage == "torch_patches" and retrace.resolvable
     max_dim = rows["executorch.xnnpack:executorch.backends.xnnpack.partition.config.node_configs"
