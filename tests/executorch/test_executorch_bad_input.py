@@ -191,3 +191,17 @@ def test_cli_exit_code_in_a_fresh_process(tmp_path: Path) -> None:
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert lines[-1].startswith("export-executorch: error: [load] model directory")
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("message, reason", [
+    ("Failed to load method forward, error: 0x:21", "MemoryAllocationFailed: the runtime could not"),
+    ("Failed to load method forward, error: 0x14", "OperatorMissing: a kernel the program calls"),
+    ("Failed to load method forward, error: 0x:11", "NotImplemented"),
+    ("Failed to load method forward", "missing kernel or unsupported op?"),
+])
+def test_a_load_failure_names_its_error_code(message: str, reason: str) -> None:
+    """The runtime's ``load_method`` error code is named (0x21 was reported as a missing kernel;
+    it is a failed memory allocation: granitemoehybrid on portable kernels)."""
+    from export_executorch.runner import load_error_reason
+
+    assert load_error_reason(message).startswith(reason)

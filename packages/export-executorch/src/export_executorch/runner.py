@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -15,12 +16,42 @@ import torch
 from export_core.errors import RuntimeLoadError
 from export_core.exporter import flat_feed
 
-__all__ = ["ExecutorchRunner", "NativeLog", "native_log", "registered_backends"]
+__all__ = ["ExecutorchRunner", "NativeLog", "load_error_reason", "native_log", "registered_backends"]
 
 logger = logging.getLogger(__name__)
 
 _LOG_LOCK = threading.RLock()
 """``sys.stderr`` is process-global: one capture at a time, so threads cannot strand it."""
+
+_ERROR_NAMES = {
+    0x01: "Internal", 0x02: "InvalidState", 0x10: "NotSupported", 0x11: "NotImplemented",
+    0x12: "InvalidArgument", 0x13: "InvalidType", 0x14: "OperatorMissing", 0x20: "NotFound",
+    0x21: "MemoryAllocationFailed", 0x22: "AccessFailed", 0x23: "InvalidProgram",
+    0x30: "DelegateInvalidCompatibility", 0x31: "DelegateMemoryAllocationFailed",
+}
+"""ExecuTorch's ``runtime::Error`` codes (``runtime/core/error.h``) that loading a method returns."""
+
+_LOAD_HINTS = {
+    "OperatorMissing": "a kernel the program calls is not in this runtime",
+    "MemoryAllocationFailed": "the runtime could not allocate the method's memory (its planned "
+    "arena, sized by the dynamic-shape bounds, or its values)",
+    "DelegateMemoryAllocationFailed": "a delegate could not allocate its memory",
+    "InvalidProgram": "the program is malformed or uses an unsupported feature",
+}
+
+
+def load_error_reason(message: str) -> str:
+    """What a ``load_method`` failure means, from the error code in its message
+    (``"Failed to load method forward, error: 0x:21"`` ->
+    ``"MemoryAllocationFailed: the runtime could not allocate the method's memory ..."``);
+    ``"missing kernel or unsupported op?"`` when the message names no known code."""
+    match = re.search(r"error:?\s*0x:?([0-9a-fA-F]+)", message)
+    name = _ERROR_NAMES.get(int(match.group(1), 16)) if match else None
+    if name is None:
+        return "missing kernel or unsupported op?"
+    hint = _LOAD_HINTS.get(name)
+    return f"{name}: {hint}" if hint else name
+
 
 _NATIVE_HINTS = ("Attempted", "Check failed", "out of bounds", "Missing", "not found", "Error")
 
@@ -139,7 +170,7 @@ class ExecutorchRunner:
                 error = e
         if error is not None:
             raise RuntimeLoadError(
-                f"ExecuTorch cannot load method forward (missing kernel or unsupported op?): "
+                f"ExecuTorch cannot load method forward ({load_error_reason(str(error))}): "
                 f"{_first_line(error)}{_why(log)}"
             ) from error
         if method is None:
