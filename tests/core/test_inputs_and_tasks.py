@@ -95,10 +95,9 @@ def test_generation_tasks_export_without_cache(task):
 
 
 @pytest.mark.parametrize("cli", ["export_onnx.cli", "export_executorch.cli"])
-def test_unknown_task_fails_fast_without_torch(cli, tmp_path):
+def test_unknown_task_fails_before_torch_is_imported(cli, tmp_path):
     import subprocess
     import sys
-    import time
 
     code = (
         "import sys\n"
@@ -110,14 +109,11 @@ def test_unknown_task_fails_fast_without_torch(cli, tmp_path):
         "print('torch imported' if 'torch' in sys.modules else 'no torch')\n"
         "sys.exit(rc)\n"
     )
-    t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    seconds = time.perf_counter() - t0
     assert proc.returncode == 2, proc.stderr
     assert "unknown task 'nope'" in proc.stderr and "text2text-generation" in proc.stderr
     assert "zero-shot-image-classification" in proc.stderr
     assert proc.stdout.strip() == "no torch"
-    assert seconds < 20, f"--task was checked after {seconds:.1f} s"
 
 
 def test_feature_extraction_of_a_multimodal_model_gets_image_and_text(tiny_model_dir):

@@ -72,15 +72,22 @@ def test_budget_must_be_positive():
 
 def test_swin_with_dynamic_image_axes_overruns_the_budget(tiny_swin):
     """Without the fallback: the capture with ``Dim.AUTO`` height and width is still in symbolic
-    reasoning after the budget; with the image axes static it finishes within it."""
+    reasoning after the budget (it ran past 180 s unbounded); with the image axes static it
+    captures a program whose batch stays symbolic and whose height and width are 32.
+
+    The static capture runs without a budget: how long it takes depends on the machine (7.5 s of
+    guard evaluation was measured on a loaded CI runner), and the capture runs it unbounded too.
+    """
     model, inputs = tiny_swin
     dynamic = auto_dynamic_shapes(inputs)
     with pytest.raises(SymbolicBudgetExceeded), symbolic_budget(BUDGET_S):
         torch.export.export(model, (), dict(inputs), dynamic_shapes=dynamic, strict=False)
-    with symbolic_budget(BUDGET_S) as clock:
-        torch.export.export(model, (), dict(inputs), dynamic_shapes=static_image_axes(inputs, dynamic),
-                            strict=False)
-    assert clock.spent < BUDGET_S
+    program = torch.export.export(model, (), dict(inputs),
+                                  dynamic_shapes=static_image_axes(inputs, dynamic), strict=False)
+    (pixel_values,) = [n.meta["val"] for n in program.graph.nodes
+                       if n.op == "placeholder" and n.name == "pixel_values"]
+    batch, channels, height, width = pixel_values.shape
+    assert isinstance(batch, torch.SymInt) and (channels, height, width) == (3, 32, 32)
 
 
 def test_swin_exports_with_static_image_axes_after_the_budget(tiny_swin, tmp_path):

@@ -72,10 +72,11 @@ def test_without_the_fix_the_runtime_pads_by_a_negative_amount() -> None:
                                  validation_inputs=VALIDATION)
 
 
+@pytest.mark.slow
 def test_longt5_local_attention_matches_eager() -> None:
     """LongT5 pads its sequence to a multiple of the block length with ``(-seq) % block``; the
     runtime's negative remainder made the padded length 0 and the next division by it raised
-    SIGFPE, killing the process."""
+    SIGFPE, killing the process. (130 s: ``-m slow``; the sweep's full run measures LongT5 too.)"""
     from export_sweep.zoo import build_tiny_model
 
     tiny = build_tiny_model("longt5")

@@ -116,8 +116,15 @@ def _count_pair_checks(monkeypatch) -> list[int]:
     return calls
 
 
-def test_a_graph_of_many_partitions_lowers_without_pairwise_checks(monkeypatch) -> None:
-    blocks = w.FAST_MERGE_MIN_PARTITIONS // 2 + 8  # two supported nodes per round (mul, add)
+@pytest.mark.parametrize("threshold", [
+    16,
+    pytest.param(w.FAST_MERGE_MIN_PARTITIONS, marks=pytest.mark.slow, id="default"),
+])
+def test_a_graph_of_many_partitions_lowers_without_pairwise_checks(threshold: int, monkeypatch) -> None:
+    """Through ``export_executorch.export``; in the default run the patch's threshold is lowered
+    to 16 partitions (the graph at the real threshold, 136 rounds, takes 95 s: ``-m slow``)."""
+    monkeypatch.setattr(w, "FAST_MERGE_MIN_PARTITIONS", threshold)
+    blocks = threshold // 2 + 8  # two supported nodes per round (mul, add)
     calls = _count_pair_checks(monkeypatch)
     x = torch.randn(2, 8, generator=torch.Generator().manual_seed(0))
     other = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
