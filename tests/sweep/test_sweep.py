@@ -226,6 +226,53 @@ def test_cli_sweeps_the_portable_backend_when_named(tmp_path: Path) -> None:
     assert "ExecuTorch portable pass" in md.read_text()
 
 
+def _synthetic_portable() -> dict:
+    """A portable-kernels sweep of :func:`_synthetic`'s types, with the same versions."""
+    data = _synthetic()
+    for rec in data["results"].values():
+        rec["backends"] = {"executorch-portable": rec["backends"]["executorch"]}
+    data["results"]["bert"]["backends"]["executorch-portable"] = {
+        "status": "pass", "stage": None, "error": None, "seconds": 3.0}
+    data["results"]["bert"]["worker_seconds"] = 4.0
+    data.update(wall_seconds=600.0, workers=2)
+    return data
+
+
+def test_coverage_merges_a_portable_sweep_and_check_names_its_backends(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main_file, portable, md = tmp_path / "a.json", tmp_path / "p.json", tmp_path / "COVERAGE.md"
+    main_file.write_text(json.dumps({**_synthetic(), "wall_seconds": 1200.0, "workers": 2}))
+    portable.write_text(json.dumps(_synthetic_portable()))
+    assert main(["coverage", str(main_file), str(portable), "-o", str(md)]) == 0
+    text = md.read_text()
+    assert parse_coverage(text) == {
+        "bert": {"onnx": "pass", "executorch": "fail", "executorch-portable": "pass"},
+        "nope": {"onnx": "skip", "executorch": "skip", "executorch-portable": "skip"},
+    }
+    assert "ExecuTorch portable pass" in text
+    assert "20.0 min for ONNX and ExecuTorch (2 workers); 10.0 min for ExecuTorch portable " in text
+    # check compares the default backends unless another is named; each file its own.
+    assert main(["check", str(md), "--results", str(main_file)]) == 0
+    assert "2 model types x 2 backend(s) agree" in capsys.readouterr().out
+    assert main(["check", str(md), "--results", str(portable),
+                 "--backend", "executorch-portable"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(md), "--results", str(main_file),
+                 "--backend", "executorch-portable"]) == 1
+    assert "bert executorch-portable: committed pass, now absent" in capsys.readouterr().out
+
+    # Files of other versions, or one backend recorded twice, are refused; nothing is written.
+    md.unlink()
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**_synthetic_portable(), "versions": {"torch": "9.9"}}))
+    assert main(["coverage", str(main_file), str(other), "-o", str(md)]) != 0
+    assert "different versions" in capsys.readouterr().err
+    assert main(["coverage", str(main_file), str(main_file), "-o", str(md)]) != 0
+    assert "recorded in two files" in capsys.readouterr().err
+    assert not md.exists()
+
+
 @pytest.mark.slow
 def test_check_runs_a_fresh_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     md = tmp_path / "COVERAGE.md"

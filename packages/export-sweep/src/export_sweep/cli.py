@@ -34,7 +34,7 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -144,8 +144,12 @@ def _parser() -> argparse.ArgumentParser:
         "(e.g. bounds timeout, or pass)",
     )
 
-    c = sub.add_parser("coverage", help="write COVERAGE.md from a results file")
-    c.add_argument("results", help="results JSON of a sweep")
+    c = sub.add_parser("coverage", help="write COVERAGE.md from results files")
+    c.add_argument(
+        "results", nargs="+",
+        help="results JSON of a sweep; further files add their backends' columns (e.g. a "
+        "--backend executorch-portable sweep of the same versions)",
+    )
     c.add_argument("-o", "--output", default="COVERAGE.md", help="Markdown file to write")
     c.add_argument("--generate", metavar="RESULTS",
                    help="results JSON of a generate-mode sweep: adds the generation section")
@@ -233,7 +237,9 @@ def _print_totals(data: dict, types: list[str], backends: tuple[str, ...]) -> No
         print(f"total {b}: {line}  (mean export {mean:.1f} s over {len(secs)})")
 
 
-def _sweep(args: argparse.Namespace, types: list[str], out: str) -> dict:
+def _sweep(
+    args: argparse.Namespace, types: list[str], out: str, backends: Sequence[str] | None = None
+) -> dict:
     from export_sweep.sweep.run import JOB_TARGET, run_sweep
 
     mode = getattr(args, "mode", "export")
@@ -245,7 +251,7 @@ def _sweep(args: argparse.Namespace, types: list[str], out: str) -> dict:
     return run_sweep(
         types,
         out,
-        backends=_backends(args.backend),
+        backends=tuple(backends) if backends is not None else _backends(args.backend),
         workers=args.jobs,
         memory_mb=args.memory_mb,
         timeout_s=args.timeout if args.timeout is not None else _TIMEOUT_S[mode],
@@ -279,11 +285,17 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _coverage(args: argparse.Namespace) -> int:
-    from export_sweep.results import load_results
+    from export_sweep.results import ResultsMergeError, load_results, merge_results
     from export_sweep.sweep.coverage import coverage_markdown
     from export_sweep.zoo.catalog import base_model_types
 
-    data = load_results(args.results)
+    for path in args.results:
+        if not Path(path).is_file():
+            raise SweepError(f"no results file {path}")
+    try:
+        data = merge_results(*(load_results(p) for p in args.results))
+    except ResultsMergeError as e:
+        raise SweepError(f"cannot merge {' and '.join(args.results)}: {e}") from None
     generation = None
     if args.generate:
         if not Path(args.generate).is_file():
@@ -305,14 +317,17 @@ def _check(args: argparse.Namespace) -> int:
     missing = [t for t in types if t not in committed]
     if missing:
         raise SweepError(f"not in {args.coverage}: {', '.join(missing)}")
-    table_backends = sorted({b for t in types for b in committed[t]})
-    backends = _backends(args.backend) if args.backend else tuple(table_backends)
+    from export_sweep.sweep.backends import BACKENDS
+
+    # By default the default backends the table has (a portable column is checked when named).
+    table_backends = {b for t in types for b in committed[t]}
+    backends = (_backends(args.backend) if args.backend
+                else tuple(b for b in BACKENDS if b in table_backends))
     if args.results:
         data = load_results(args.results)
     else:
-        args.backend = "all" if len(backends) > 1 else backends[0]
         out = args.out or str(Path(tempfile.mkdtemp(prefix="export-sweep-")) / "results.json")
-        data = _sweep(args, types, out)
+        data = _sweep(args, types, out, backends)
     diffs = compare(committed, data, types, backends)
     if diffs:
         print(f"{len(diffs)} status(es) differ from {args.coverage}:")

@@ -77,9 +77,14 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def _backends_of(results: dict[str, Any]) -> list[str]:
-    seen = {b for rec in results.values() for b in rec.get("backends", {})}
+def _in_table_order(names: Iterable[str]) -> list[str]:
+    """Backend names in :data:`ALL_BACKENDS` order, unknown names after them, sorted."""
+    seen = set(names)
     return [b for b in ALL_BACKENDS if b in seen] + sorted(seen - set(ALL_BACKENDS))
+
+
+def _backends_of(results: dict[str, Any]) -> list[str]:
+    return _in_table_order(b for rec in results.values() for b in rec.get("backends", {}))
 
 
 def coverage_markdown(
@@ -133,9 +138,19 @@ def coverage_markdown(
     ]
     for lib, ver in sorted(data.get("versions", {}).items()):
         lines.append(f"| {lib} | {ver} |")
-    wall = data.get("wall_seconds") or data.get("wall_seconds_last_run")
-    if wall:
-        so_far = " so far" if missing else ""
+    so_far = " so far" if missing else ""
+    walls = data.get("wall_seconds_by_file")
+    if walls:
+        parts = [
+            f"{_minutes(w['seconds'])} for "
+            f"{' and '.join(_LABEL.get(b, b) for b in _in_table_order(w['backends']))}"
+            f" ({w.get('workers') or '?'} workers)"
+            for w in walls
+            if w.get("seconds")
+        ]
+        if parts:
+            lines += ["", f"Sweep wall time{so_far}: {'; '.join(parts)}."]
+    elif wall := data.get("wall_seconds") or data.get("wall_seconds_last_run"):
         workers = data.get("workers", "?")
         lines += ["", f"Sweep wall time{so_far}: {_minutes(wall)} ({workers} workers)."]
     lines += ["", "## Totals per modality", ""]

@@ -312,11 +312,12 @@ def run_sweep(
                     plan += record(job, res)
     finally:
         close()
-    elapsed = time.monotonic() - start
-    data["wall_seconds_last_run"] = round(elapsed, 1)
-    data["wall_seconds"] = round(float(data.get("wall_seconds") or 0.0) + elapsed, 1)
-    data["workers"] = executor.workers
-    write_results(out, data)
+        # Also on Ctrl-C / SIGTERM: a resumed sweep's wall time is the sum of its runs.
+        elapsed = time.monotonic() - start
+        data["wall_seconds_last_run"] = round(elapsed, 1)
+        data["wall_seconds"] = round(float(data.get("wall_seconds") or 0.0) + elapsed, 1)
+        data["workers"] = executor.workers
+        write_results(out, data)
     return data
 
 
