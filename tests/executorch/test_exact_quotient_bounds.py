@@ -12,7 +12,7 @@ from contextlib import ExitStack
 import pytest
 import sympy
 import torch
-from torch.utils._sympy.functions import FloorDiv, Mod
+from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
 from torch.utils._sympy.value_ranges import ValueRanges
 
 import export_executorch
@@ -20,6 +20,7 @@ from export_core import RuntimeLoadError
 from export_core.registry import withheld
 from export_executorch.workarounds.exact_quotient_bounds import (
     UPPER_BOUND_TARGETS,
+    enumerated_upper_bound,
     exact_quotients,
     tight_upper_bound,
 )
@@ -90,3 +91,19 @@ def test_without_the_patch_the_view_overruns_the_arena():
             stack.enter_context(withheld("executorch", target))
         with pytest.raises(RuntimeLoadError, match="0x:21|bad_alloc"):
             export_executorch.export(ConvolvedAttention().eval(), example, validation_inputs=validation)
+
+
+def test_unbounded_intervals_get_the_maximum_over_the_range():
+    """Mamba-2's padded length ``L = s + (256 - s % 256) % 256`` and chunk length ``L // (L //
+    256)``: the interval of the quotient is unbounded (``L // 256`` reaches 0 in interval
+    arithmetic), so ExecuTorch took the example's size (256 chunks of one at 12 tokens); the
+    maximum over ``s`` in ``[2, 512]`` is exact."""
+    s, b = sympy.symbols("s b", integer=True, positive=True)
+    padded = s + PythonMod(256 - PythonMod(s, 256), 256)
+    chunks = FloorDiv(padded, 256)
+    ranges = {s: ValueRanges(2, 512), b: ValueRanges(1, 8)}
+    assert enumerated_upper_bound(FloorDiv(padded, chunks), ranges) == 256
+    assert enumerated_upper_bound(chunks * FloorDiv(padded, chunks), ranges) == 512
+    assert enumerated_upper_bound(4 * b * chunks, ranges) == 64
+    assert enumerated_upper_bound(chunks, ranges, limit=100) is None  # 511 points
+    assert enumerated_upper_bound(s, {s: ValueRanges(2, sympy.oo)}) is None

@@ -20,9 +20,12 @@ from typing import Any
 
 import torch
 
+from .guards import guard_limits
+
 __all__ = [
     "CACHE_INPUT_PREFIX",
     "GRID_INPUTS",
+    "GUARD_SEARCH_CAP",
     "POSITION_KEYS",
     "WAVEFORM_INPUTS",
     "AxisBounds",
@@ -230,10 +233,18 @@ class AxisBounds:
     max_seq: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
     dims: list[dict[str, Any]] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    """One warning per axis the model's code specialised below its range (a shape guard)."""
 
     def as_dict(self) -> dict[str, Any]:
         """``{"max_seq", "sources", "dims"}``."""
-        return asdict(self)
+        out = asdict(self)
+        out.pop("notices")
+        return out
+
+
+GUARD_SEARCH_CAP = 4096
+"""Largest size :func:`axis_bounds` checks the shape guards at on an axis with no upper bound."""
 
 
 def _finite(bound: Any) -> int | None:
@@ -245,14 +256,19 @@ def _finite(bound: Any) -> int | None:
 
 
 def axis_bounds(program: torch.export.ExportedProgram, names: list[AxisName],
-                config: Any) -> AxisBounds:
+                config: Any, input_names: list[str] | None = None) -> AxisBounds:
     """The range of every named axis: the program's own range (lower bound 2, torch.export's
-    default, reported as 1), ``sequence`` axes capped at the :func:`position_limit`.
+    default, reported as 1), ``sequence`` axes capped at the :func:`position_limit`, and every
+    axis capped where the model's code specialised the graph (a shape guard that fails above
+    the example, :func:`~export_core.guards.guard_limits`; searched up to
+    :data:`GUARD_SEARCH_CAP` on an unbounded axis), with a notice saying so.
 
     Args:
         program: the captured ``ExportedProgram`` (its ``range_constraints``).
         names: its axes, from :func:`axis_names`.
         config: the model's config, or ``None``.
+        input_names: artifact input names, one per user input placeholder, in order (the
+            guards name the inputs; default: the axes' inputs in order).
 
     Returns:
         The :class:`AxisBounds`.
@@ -274,4 +290,26 @@ def axis_bounds(program: torch.export.ExportedProgram, names: list[AxisName],
                 plan.max_seq, plan.sources["max_seq"] = hi, "the program's range"
         plan.dims.append({"input": a.input, "axis": a.axis, "role": a.role, "name": a.name,
                           "symbol": a.symbol, "min": lo, "max": hi})
+    caps = {d["symbol"]: d["max"] or GUARD_SEARCH_CAP for d in plan.dims}
+    inputs = input_names if input_names is not None else list(dict.fromkeys(a.input for a in names))
+    guarded = guard_limits(program, inputs, caps)
+    noticed: set[str] = set()
+    for d in plan.dims:
+        limit = guarded.get(d["symbol"])
+        if limit is None:
+            continue
+        d["max"] = limit.max
+        d["source"] = (f"the model's code (a shape guard of the capture fails at "
+                       f"{limit.max + 1}: {limit.brief()})")
+        if d["role"] == "sequence" and (plan.max_seq is None or limit.max < plan.max_seq):
+            plan.max_seq, plan.sources["max_seq"] = limit.max, "the model's code (a shape guard)"
+        if d["symbol"] not in noticed:
+            noticed.add(d["symbol"])
+            plan.notices.append(
+                f"warning: {d['input']}[{d['axis']}] ({d['name']}) holds only up to "
+                f"{limit.max}: the captured graph is specialised to those sizes (at "
+                f"{limit.max + 1} its shape guard {limit.brief()} fails), so larger "
+                "inputs give wrong results or errors"
+            )
     return plan
+

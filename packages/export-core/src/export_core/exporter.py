@@ -477,6 +477,15 @@ class DynamoExporter:
         the config (``exporter.configured(dynamic=False)``)."""
         return type(self)(replace(self.config, **changes), listener=self.listener)
 
+    def warn(self, message: str) -> None:
+        """Tell the user ``message`` (a line starting ``warning:``): through the listener's
+        ``warning`` where it has one (the CLI's progress display), else the module's logger."""
+        warn = getattr(self.listener, "warning", None)
+        if callable(warn):
+            warn(message)
+        else:
+            logging.getLogger(type(self).__module__).warning("%s", message)
+
     def new_run(self, task: str | None = None) -> ExportRun:
         """The fresh state of one export."""
         report = ExportReport(task=task, versions=package_versions(*self.version_packages))

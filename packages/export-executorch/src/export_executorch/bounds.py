@@ -55,6 +55,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 from export_core.axes import GRID_INPUTS, WAVEFORM_INPUTS, axis_role, config_int, position_limit
 from export_core.dynamic_shapes import DeclaredDim
 from export_core.errors import InputError
+from export_core.guards import guard_limits
 
 __all__ = [
     "DEFAULT_MAX_AUDIO_SAMPLES",
@@ -377,6 +378,10 @@ def apply_dim_bounds(
         if hi is not None and hi < cap:
             model_bound.add(sym)
         chosen[sym] = (lo, cap if hi is None else min(hi, cap))
+    # the model's code may have specialised the graph below the cap (a shape guard)
+    guarded = guard_limits(program, input_names, {sym: hi for sym, (_, hi) in chosen.items()})
+    for sym, limit in guarded.items():
+        chosen[sym] = (chosen[sym][0], limit.max)
     plan = BoundsPlan(limits)
     for sym, (lo, hi) in chosen.items():
         vr = ValueRanges(lo, hi)
@@ -384,6 +389,7 @@ def apply_dim_bounds(
         if shape_env is not None:
             plan.set_range(shape_env, sym, vr)
     seen: set[tuple[str, int]] = set()
+    noticed: set[str] = set()
     for name, axis, role, symbols, _ in axes:
         if (name, axis) in seen:
             continue
@@ -392,6 +398,17 @@ def apply_dim_bounds(
         lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
         dim = declared.get((name, axis))
         source = _dim_source(dim, role, limits, any(sym in model_bound for sym in symbols))
+        limit = next((guarded[sym] for sym in symbols if sym in guarded), None)
+        if limit is not None and limit.max == hi:
+            source = (f"the model's code (a shape guard of the capture fails at {hi + 1}, below "
+                      f"{limit.cap}: {limit.brief()})")
+        if limit is not None and limit.max == hi and limit.symbol not in noticed:
+            noticed.add(limit.symbol)
+            plan.notices.append(
+                f"warning: {name}[{axis}] is bounded at {hi}, not {limit.cap}: the captured "
+                f"program is specialised to sizes up to {hi} (at {hi + 1} its shape guard "
+                f"{limit.brief()} fails); larger inputs need a model without that branch"
+            )
         plan.dims.append(DimBound(name, axis, role, " ".join(sorted(map(str, symbols))), lo, hi,
                                   source))
         if dim is not None and dim.max is None:
@@ -449,6 +466,7 @@ def bound_data_dependent_sizes(sizes: Iterable[torch.SymInt], plan: BoundsPlan) 
             lower = max(0, _as_int(old.lower) or 0) if old is not None else 0
             plan.set_range(shape_env, sym, ValueRanges(lower, max(cap, lower)))
             plan.data_dependent[str(sym)] = max(cap, lower)
+
 
 
 def _dim_source(dim: DeclaredDim | None, role: str, limits: DimLimits, model: bool) -> str:

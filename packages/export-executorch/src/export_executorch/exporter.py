@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
 import tempfile
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -43,7 +42,6 @@ from .workarounds.python_sym_ops import admit_python_sym_ops, edge_config_admitt
 
 __all__ = ["PROGRAM_NAME", "ExecutorchConfig", "ExecutorchExporter", "ExecutorchLowered"]
 
-logger = logging.getLogger(__name__)
 
 
 
@@ -308,11 +306,7 @@ class ExecutorchExporter(DynamoExporter):
             if warning:
                 info(f"warning: {warning}")
         for notice in notices:
-            warn = getattr(self.listener, "warning", None)
-            if callable(warn):
-                warn(notice)
-            else:
-                logger.warning("%s", notice)
+            self.warn(notice)
         return ExecutorchLowered(
             manager, max(cfg.atol, prep.atol), max(cfg.rtol, prep.rtol),
             preparation=prep, bounds=bounds, delegation=summary, memory=memory, fixes=fixes,

@@ -91,6 +91,23 @@ def native_log() -> Iterator[NativeLog]:
             logger.debug("ExecuTorch runtime log:\n%s", log.text)
 
 
+def _input_bounds(method: Any) -> list[tuple[int, ...] | None]:
+    """The planned (upper-bound) sizes of each input of a loaded method, ``None`` for an input
+    that is no tensor or whose metadata the runtime does not give."""
+    bounds: list[tuple[int, ...] | None] = []
+    try:
+        meta = method.metadata
+        count = meta.num_inputs()
+    except Exception:  # noqa: BLE001 - an older runtime without method metadata: no check
+        return bounds
+    for i in range(count):
+        try:
+            bounds.append(tuple(int(s) for s in meta.input_tensor_meta(i).sizes()))
+        except Exception:  # noqa: BLE001 - not a tensor input
+            bounds.append(None)
+    return bounds
+
+
 def registered_backends() -> list[str]:
     """Delegate backends compiled into the installed ExecuTorch runtime (``XnnpackBackend``, ...)."""
     from executorch.runtime import Runtime
@@ -178,6 +195,7 @@ class ExecutorchRunner:
         self.method = method
         self.order = list(order)
         self.dtype = dtype
+        self.input_bounds = _input_bounds(method)
 
     def _feed(self, inputs: dict[str, Any] | tuple[Any, ...]) -> list[Any]:
         feed = []
@@ -189,6 +207,30 @@ class ExecutorchRunner:
                 leaf = leaf.contiguous()
             feed.append(leaf)
         return feed
+
+    def _check_bounds(self, feed: list[Any]) -> None:
+        """Refuse a tensor whose size on some axis exceeds the program's planned bound.
+
+        ExecuTorch checks only a bounded tensor's element count against its capacity, so an
+        input longer than its axis's bound but small enough overall runs, through a graph that
+        may be specialised to the bound (a model whose code branches on a size).
+
+        Raises:
+            RuntimeLoadError: an input's size on some axis exceeds its bound.
+        """
+        for i, (leaf, bound) in enumerate(zip(feed, self.input_bounds, strict=False)):
+            if not isinstance(leaf, torch.Tensor) or bound is None or leaf.dim() != len(bound):
+                continue
+            over = [axis for axis, (size, cap) in enumerate(zip(leaf.shape, bound, strict=True))
+                    if size > cap]
+            if over:
+                name = self.order[i] if len(self.order) == len(feed) else f"#{i}"
+                axes = ", ".join(f"axis {a}: {leaf.shape[a]} > {bound[a]}" for a in over)
+                raise RuntimeLoadError(
+                    f"input {name} has shape {tuple(leaf.shape)}, beyond the program's bounds "
+                    f"{tuple(bound)} ({axes}); export again with a larger bound (the report's "
+                    "bounds say where each came from)"
+                )
 
     def __call__(self, inputs: dict[str, Any] | tuple[Any, ...]) -> list[Any]:
         """Run ``forward`` on one input set (a dict like the export inputs, or a tuple).
@@ -204,6 +246,7 @@ class ExecutorchRunner:
                 error).
         """
         feed = self._feed(inputs)
+        self._check_bounds(feed)
         error: Exception | None = None
         with native_log() as log:
             try:

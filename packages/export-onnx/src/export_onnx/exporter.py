@@ -149,9 +149,12 @@ class OnnxExporter(DynamoExporter):
         # Axis names and bounds: dims named batch / sequence / height / ..., not s18 / s41.
         axes = axis_names(capture.program, capture.input_names)
         rename_symbolic_dims(onnx_program.model, {a.symbol: a.name for a in axes})
-        bounds = axis_bounds(capture.program, axes, model_config(capture.module))
+        bounds = axis_bounds(capture.program, axes, model_config(capture.module),
+                             capture.input_names)
         if bounds.dims:  # a static program has no dynamic axis: its report has no bounds
             run.report.extra["bounds"] = bounds.as_dict()
+        for notice in bounds.notices:
+            self.warn(notice)
         fixes = tuple(dict.fromkeys([*fixed.applied, *run.session.observed(REFIXED), *ir.applied]))
         translations = tuple(run.session.observed(TRANSLATED))
         run.report.fixes["applied"] = list(fixes)

@@ -19,7 +19,11 @@ the quotient divides the numerator's maximum by the denominator's minimum. Two w
 The patch rewrites each floor division (and modulo) whose divisor divides the dividend as
 polynomials — with the nested ``//`` / ``%`` terms as atoms, integer coefficients — into the exact
 quotient (and ``0``), bounds that, and keeps the smaller of the two upper bounds (both are sound;
-the example-size fallback is not, and is replaced). Any other size keeps ExecuTorch's bound.
+the example-size fallback is not, and is replaced). A size with no exact form whose interval is
+unbounded (Mamba-2's chunk length ``L // (L // 256)`` of a padded length ``L``: the example's
+size, 256, where two chunks make 512) gets the maximum over every point of its symbols' ranges
+when those are at most :data:`ENUMERATION_LIMIT` points. Any other size keeps ExecuTorch's
+bound.
 
 Upstream: ExecuTorch bounds sizes by ``bound_sympy`` since
 https://github.com/pytorch/executorch/pull/264; the interval of a quotient of correlated terms
@@ -36,7 +40,13 @@ from export_core.registry import register_patch
 
 from ..stages import BACKEND
 
-__all__ = ["UPPER_BOUND_TARGETS", "exact_quotients", "tight_upper_bound"]
+__all__ = [
+    "ENUMERATION_LIMIT",
+    "UPPER_BOUND_TARGETS",
+    "enumerated_upper_bound",
+    "exact_quotients",
+    "tight_upper_bound",
+]
 
 UPPER_BOUND_TARGETS = (
     "executorch.exir.sym_util.eval_upper_bound",
@@ -91,6 +101,60 @@ def exact_quotients(expr: Any) -> Any:
     return expr
 
 
+ENUMERATION_LIMIT = 4096
+"""Most points :func:`enumerated_upper_bound` evaluates (the product of the symbols' ranges)."""
+
+
+@lru_cache(maxsize=1024)
+def _max_over_grid(expr: Any, grid: tuple[tuple[Any, int, int], ...]) -> int | None:
+    import itertools
+
+    import sympy
+
+    symbols = [sym for sym, _, _ in grid]
+    best: int | None = None
+    for values in itertools.product(*(range(lo, hi + 1) for _, lo, hi in grid)):
+        value = expr.xreplace({s: sympy.Integer(v) for s, v in zip(symbols, values, strict=True)})
+        if not value.is_Integer:
+            return None
+        best = int(value) if best is None else max(best, int(value))
+    return best
+
+
+def enumerated_upper_bound(
+    expr: Any, var_to_range: dict[Any, Any], limit: int = ENUMERATION_LIMIT
+) -> int | None:
+    """The exact maximum of ``expr`` over every integer point of its symbols' ranges.
+
+    For a size whose interval is unbounded (a quotient by a term whose range reaches 0, such
+    as Mamba's chunk length ``L // (L // 256)`` of a padded length ``L``) but whose symbols
+    are bounded: ExecuTorch would take the example's size.
+
+    Args:
+        expr: a sympy integer expression of sizes.
+        var_to_range: the shape environment's ranges of the symbols.
+        limit: the most points to evaluate.
+
+    Returns:
+        The maximum, or ``None`` when a symbol's range is not finite, the points exceed
+        ``limit``, or a point does not evaluate to an integer.
+    """
+    import math
+
+    import sympy
+
+    grid = []
+    for sym in sorted(expr.free_symbols, key=str):
+        rng = var_to_range.get(sym)
+        lo, hi = (getattr(rng, "lower", None), getattr(rng, "upper", None))
+        if not (isinstance(lo, sympy.Integer) and isinstance(hi, sympy.Integer)):
+            return None
+        grid.append((sym, int(lo), int(hi)))
+    if not grid or math.prod(hi - lo + 1 for _, lo, hi in grid) > limit:
+        return None
+    return _max_over_grid(expr, tuple(grid))
+
+
 def tight_upper_bound(expr: Any, var_to_range: dict[Any, Any]) -> int | None:
     """The upper bound of :func:`exact_quotients` of ``expr`` over ``var_to_range``; ``None``
     when nothing was rewritten or the bound is not finite."""
@@ -116,7 +180,7 @@ def _register(target: str) -> None:
             "view's inferred -1 ((4*b*L**2)//(L*(4*g+4)), SEW-D) gets a bound far above the true "
             "one (the program's view overruns the arena: 0x21 at load) or none, where the "
             "example's size is used (larger inputs fail at run time); exact quotients are "
-            "simplified before bounding"
+            "simplified before bounding, and an unbounded size of few points gets its maximum"
         ),
         upstream="https://github.com/pytorch/executorch/pull/264",
         versions=("executorch", ">=1.0,<1.6"),
@@ -132,8 +196,16 @@ def _register(target: str) -> None:
         def eval_upper_bound(maybe_symint: Any) -> int:
             if isinstance(maybe_symint, int):
                 return maybe_symint
+            import sympy
+            from torch.utils._sympy.value_ranges import bound_sympy
+
             node = maybe_symint.node
-            tight = tight_upper_bound(node.expr, node.shape_env.var_to_range)
+            expr, ranges = node.expr, node.shape_env.var_to_range
+            tight = tight_upper_bound(expr, ranges)
+            finite = isinstance(bound_sympy(expr, ranges).upper, sympy.Integer)
+            if tight is None and not finite:
+                # no exact form: the maximum over the symbols' ranges, where they are few
+                tight = enumerated_upper_bound(expr, ranges)
             try:
                 bound = original(maybe_symint)
             except RuntimeError:
@@ -144,13 +216,9 @@ def _register(target: str) -> None:
             if tight is None or tight == bound:
                 return bound
             # ExecuTorch's bound is either sound and larger, or the example's size (unbounded
-            # interval), which the exact form replaces with a sound bound
-            import sympy
-            from torch.utils._sympy.value_ranges import bound_sympy
-
-            sound = bound_sympy(node.expr, node.shape_env.var_to_range).upper
+            # interval), which the exact form or the maximum replaces with a sound bound
             session.mark_fired(name)
-            return min(bound, tight) if isinstance(sound, sympy.Integer) else tight
+            return min(bound, tight) if finite else tight
 
         setattr(eval_upper_bound, MARKS_OWN_FIRING, True)
         return eval_upper_bound

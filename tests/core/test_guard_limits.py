@@ -1,0 +1,102 @@
+"""Axes the model's code specialised below their range: a branch on a derived size (Mamba-2's
+chunk count, traced with one chunk) leaves a shape guard the graph relies on. Both exporters
+bound the axis where the guard stops holding and say so; ExecuTorch plans memory for that bound
+(a program planned for 64 would fail past 16 at run time), ONNX reports it (the graph would
+compute with the wrong branch past it)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import export_executorch
+import export_onnx
+from export_core import DynamoConfig, DynamoExporter, RuntimeLoadError
+from export_core.guards import guard_limits
+from export_executorch.runner import ExecutorchRunner
+
+
+class ChunkedScan(torch.nn.Module):
+    """``x`` ``(batch, seq, 4)`` float32 -> ``(batch, seq, 4)``: ``seq`` padded to a multiple of 16,
+    a running sum within each chunk, and the first chunk added to the others when there are
+    several (the branch that torch.export specialises to one chunk at a short example)."""
+
+    chunk = 16
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        pad = (self.chunk - s % self.chunk) % self.chunk
+        y = F.pad(x, (0, 0, 0, pad))
+        n = y.shape[1] // self.chunk
+        y = y.view(b, n, y.shape[1] // n, d).cumsum(2)
+        if n > 1:
+            y = y + y[:, :1]
+        return y.reshape(b, -1, d)[:, :s]
+
+
+def _x(batch: int, seq: int, seed: int) -> tuple[torch.Tensor]:
+    return (torch.randn(batch, seq, 4, generator=torch.Generator().manual_seed(seed)),)
+
+
+def _seq_dim(report: dict) -> dict:
+    return next(d for d in report["bounds"]["dims"] if d["axis"] == 1)
+
+
+def test_guard_limits_finds_the_largest_admitted_size() -> None:
+    program = DynamoExporter(DynamoConfig(dynamic=True)).capture(ChunkedScan(), _x(2, 8, 0)).program
+    placeholder = next(n for n in program.graph.nodes if n.op == "placeholder")
+    batch, seq, _ = (s.node.expr for s in placeholder.meta["val"].shape)
+    limits = guard_limits(program, ["x"], {batch: 8, seq: 64})
+    assert set(limits) == {seq}  # the batch is not specialised
+    assert (limits[seq].example, limits[seq].max, limits[seq].cap) == (8, 16, 64)
+    assert "// 16) == 1" in limits[seq].guard
+    assert guard_limits(program, ["x"], {str(seq): 16}) == {}  # admitted at its cap
+    linear = DynamoExporter(DynamoConfig(dynamic=True)).capture(torch.nn.Linear(4, 2), _x(2, 8, 0))
+    assert guard_limits(linear.program, ["x"], {"s0": 64, "s1": 64}) == {}
+
+
+def test_executorch_bounds_the_axis_at_the_guard_and_rejects_larger_inputs(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        result = export_executorch.export(
+            ChunkedScan().eval(), _x(2, 8, 0), output=tmp_path, backend="portable", max_seq=64,
+            validation_inputs=[_x(3, 12, 1), _x(1, 16, 2)],
+        )
+    report = result.report
+    assert report["validation"]["passed"] is True
+    assert [c["shapes"]["0"] for c in report["validation"]["checks"]] == [[2, 8, 4], [3, 12, 4],
+                                                                          [1, 16, 4]]
+    seq = _seq_dim(report)
+    assert (seq["min"], seq["max"]) == (1, 16)
+    assert seq["source"].startswith("the model's code (a shape guard of the capture fails at 17")
+    assert "x[1] is bounded at 16, not 64" in caplog.text
+    runner = ExecutorchRunner(result.path, ["x"])
+    torch.testing.assert_close(runner(_x(1, 16, 3))[0], ChunkedScan()(*_x(1, 16, 3)))
+    beyond = r"\(1, 40, 4\), beyond the program's bounds \(8, 16, 64\) \(axis 1: 40 > 16\)"
+    with pytest.raises(RuntimeLoadError, match=beyond):
+        runner(_x(1, 40, 3))
+    # why the runner checks each axis: the runtime checks only the element count (160 <= 512)
+    # and runs the one-chunk graph on 40 positions
+    (silent,) = runner.method.execute(list(_x(1, 40, 3)))
+    assert not torch.allclose(silent, ChunkedScan()(*_x(1, 40, 3)))
+
+
+def test_onnx_reports_the_axis_the_guard_holds_for(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        report = export_onnx.export(ChunkedScan().eval(), _x(2, 8, 0),
+                                    validation_inputs=[_x(3, 12, 1), _x(1, 16, 2)]).report
+    assert report["validation"]["passed"] is True
+    seq = _seq_dim(report)
+    assert seq["max"] == 16 and "a shape guard of the capture fails at 17" in seq["source"]
+    assert report["bounds"]["max_seq"] == 16
+    assert "x[1] (sequence) holds only up to 16" in caplog.text
+
+
+def test_a_model_without_such_a_branch_keeps_its_bounds() -> None:
+    report = export_executorch.export(torch.nn.Linear(4, 2).eval(), _x(2, 8, 0), max_seq=64).report
+    assert _seq_dim(report)["max"] == 64
