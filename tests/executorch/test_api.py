@@ -125,9 +125,9 @@ def test_program_runs_at_its_bounds_and_rejects_beyond(
     capfd.readouterr()
     with pytest.raises(RuntimeLoadError) as info:
         runner(_inputs(5, 4, 4))
-    # the runtime's own log line explains the 0x10; nothing else reaches stderr
-    assert "failed to run forward at input shapes [(5, 4), (5, 4, 16)]" in str(info.value)
-    assert "(Attempted to resize a bounded tensor" in str(info.value)
+    # refused before the runtime runs: the axis and both sizes named, nothing on stderr
+    assert ("input tokens has shape (5, 4), beyond the program's bounds (4, 32) "
+            "(axis 0: 5 > 4)") in str(info.value)
     assert capfd.readouterr().err == ""
 
 
