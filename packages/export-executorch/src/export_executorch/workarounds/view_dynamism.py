@@ -58,14 +58,22 @@ def _upper_numel(shape: Any) -> int | None:
     return n
 
 
-def _outgrows_base(node: torch.fx.Node) -> bool:
-    """Whether ``node``'s upper-bound size exceeds its base's, each size bounded on its own."""
+def _view_and_base_spec(node: torch.fx.Node) -> tuple[torch.Tensor, Any] | None:
+    """``node``'s value and its base's planned spec, or ``None`` when either is missing."""
     base = node.args[0] if node.args else None
     spec = base.meta.get("spec") if isinstance(base, torch.fx.Node) else None
     val = node.meta.get("val")
     if spec is None or not isinstance(val, torch.Tensor):
+        return None
+    return val, spec
+
+
+def _outgrows_base(node: torch.fx.Node) -> bool:
+    """Whether ``node``'s upper-bound size exceeds its base's, each size bounded on its own."""
+    pair = _view_and_base_spec(node)
+    if pair is None:
         return False
-    mine, theirs = _upper_numel(val.shape), _upper_numel(spec.shape)
+    mine, theirs = _upper_numel(pair[0].shape), _upper_numel(pair[1].shape)
     return mine is not None and theirs is not None and mine > theirs
 
 
@@ -73,12 +81,10 @@ def _dynamism_differs(node: torch.fx.Node) -> bool:
     """Whether ``node``'s output dynamism differs from its base's planned spec."""
     from executorch.exir.tensor import determine_tensor_dynanism
 
-    base = node.args[0] if node.args else None
-    spec = base.meta.get("spec") if isinstance(base, torch.fx.Node) else None
-    val = node.meta.get("val")
-    if spec is None or not isinstance(val, torch.Tensor):
+    pair = _view_and_base_spec(node)
+    if pair is None:
         return False
-    return determine_tensor_dynanism(torch.Size(val.shape)) != spec.shape_dynamism
+    return determine_tensor_dynanism(torch.Size(pair[0].shape)) != pair[1].shape_dynamism
 
 
 @register_patch(
