@@ -187,7 +187,26 @@ class CaptureResult:
         """A copy whose program can be rewritten without touching this one's (graph, node
         metadata, range constraints and symbol ranges are copied; weights are shared, no fix
         rewrites them)."""
-        return replace(self, program=copy.deepcopy(self.program))
+        program = copy.deepcopy(self.program)
+        _drop_pending_unbacked_symbols(program)
+        return replace(self, program=program)
+
+
+def _drop_pending_unbacked_symbols(program: torch.export.ExportedProgram) -> None:
+    """Forget the unbacked symbols an earlier consumer of the capture created and never bound.
+
+    The copies of a capture share its shape environment. A backend that re-traces its copy
+    (ONNX's decompositions) can leave fresh unbacked symbols pending there; the next backend's
+    re-trace then finds them at its first node and fails with ``PendingUnbackedSymbolNotFound:
+    Pending unbacked symbols {u18, ...} not in returned outputs [Parameter(...)]``. They belong
+    to no node of this copy.
+    """
+    for node in program.graph.nodes:
+        value = node.meta.get("val")
+        env = getattr(getattr(value, "fake_mode", None), "shape_env", None)
+        if env is not None:
+            env.pending_fresh_unbacked_symbols.clear()
+            return
 
 
 @dataclass
