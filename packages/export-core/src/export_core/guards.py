@@ -10,7 +10,8 @@ planned for 512 fails at 300 (``et_view`` 0x12), and an artifact without checks 
 wrong shapes.
 
 :func:`guard_limits` finds, for each dynamic symbol of the user inputs, the largest size up to a
-cap for which every guard holds (the other symbols at their example sizes). Guards that do not evaluate on plain sizes (strides of
+cap for which every guard holds (the symbols of the same example size moved with it, since the
+guards may tie them; the others at their example sizes). Guards that do not evaluate on plain sizes (strides of
 views, unbacked values) are left out; the result is what the guards that do evaluate allow.
 """
 
@@ -165,32 +166,43 @@ def guard_limits(
                 usable.append((code, obj))
         except Exception:  # noqa: BLE001, S112 - a guard on what plain sizes do not model
             continue
-    def failure(sym: Any, size: int) -> str | None:
+
+    def failure(group: tuple[Any, ...], size: int) -> str | None:
         try:
-            return failing({**hints, sym: size}, usable)
+            return failing({**hints, **dict.fromkeys(group, size)}, usable)
         except Exception:  # noqa: BLE001 - e.g. a division by zero at this size
             return "(a guard raised at this size)"
 
-    def largest_passing(sym: Any, example: int, cap: int) -> int:
+    def largest_passing(group: tuple[Any, ...], example: int, cap: int) -> int:
         # down from the cap (at a stride beyond MAX_POINTS sizes), then every size above that
         step = max(1, -(-(cap - example) // MAX_POINTS))
         size = cap
-        while size > example and failure(sym, size) is not None:
+        while size > example and failure(group, size) is not None:
             size -= step
         size = max(size, example)
         for above in range(min(size + step - 1, cap), size, -1):
-            if failure(sym, above) is None:
+            if failure(group, above) is None:
                 return above
         return size
 
+    # Symbols of one size at the example move together: torch.export may keep two symbols for
+    # axes its guards tie (input_ids[1] and attention_mask[1] through an equality of sums).
     by_name = {str(sym): sym for sym in symbols}
+    wanted = {by_name[str(k)]: (k, cap) for k, cap in caps.items() if str(k) in by_name}
     out: dict[Any, GuardLimit] = {}
-    for key, cap in caps.items():
-        sym = by_name.get(str(key))
-        example = hints.get(sym) if sym is not None else None
-        if example is None or cap <= example or not usable:
+    done: set[Any] = set()
+    for sym in wanted:
+        if sym in done:
             continue
-        top = largest_passing(sym, example, cap)
+        example = hints[sym]
+        group = tuple(s for s in wanted if hints[s] == example)
+        done.update(group)
+        cap = min(wanted[s][1] for s in group)
+        if cap <= example or not usable:
+            continue
+        top = largest_passing(group, example, cap)
         if top < cap:
-            out[key] = GuardLimit(str(sym), example, top, cap, failure(sym, top + 1) or "")
+            guard = failure(group, top + 1) or ""
+            for s in group:
+                out[wanted[s][0]] = GuardLimit(str(s), example, top, wanted[s][1], guard)
     return out
