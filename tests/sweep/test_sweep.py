@@ -251,7 +251,7 @@ def test_coverage_merges_a_portable_sweep_and_check_names_its_backends(
         "nope": {"onnx": "skip", "executorch": "skip", "executorch-portable": "skip"},
     }
     assert "ExecuTorch portable pass" in text
-    assert "20.0 min for ONNX and ExecuTorch (2 workers); 10.0 min for ExecuTorch portable " in text
+    assert "20.0 min for ONNX and ExecuTorch (up to 2 workers); 10.0 min for ExecuTorch portable " in text
     # check compares the default backends unless another is named; each file its own.
     assert main(["check", str(md), "--results", str(main_file)]) == 0
     assert "2 model types x 2 backend(s) agree" in capsys.readouterr().out

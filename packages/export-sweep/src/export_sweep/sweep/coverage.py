@@ -144,7 +144,7 @@ def coverage_markdown(
         parts = [
             f"{_minutes(w['seconds'])} for "
             f"{' and '.join(_LABEL.get(b, b) for b in _in_table_order(w['backends']))}"
-            f" ({w.get('workers') or '?'} workers)"
+            f" (up to {w.get('workers') or '?'} workers)"
             for w in walls
             if w.get("seconds")
         ]
@@ -152,7 +152,7 @@ def coverage_markdown(
             lines += ["", f"Sweep wall time{so_far}: {'; '.join(parts)}."]
     elif wall := data.get("wall_seconds") or data.get("wall_seconds_last_run"):
         workers = data.get("workers", "?")
-        lines += ["", f"Sweep wall time{so_far}: {_minutes(wall)} ({workers} workers)."]
+        lines += ["", f"Sweep wall time{so_far}: {_minutes(wall)} (up to {workers} workers)."]
     lines += ["", "## Totals per modality", ""]
     lines.append(
         "Pass rates are over the built models; a model type the zoo cannot build is counted in "

@@ -316,7 +316,8 @@ def run_sweep(
         elapsed = time.monotonic() - start
         data["wall_seconds_last_run"] = round(elapsed, 1)
         data["wall_seconds"] = round(float(data.get("wall_seconds") or 0.0) + elapsed, 1)
-        data["workers"] = executor.workers
+        # the wall time sums every run: the widest run's worker count goes with it
+        data["workers"] = max(int(data.get("workers") or 0), executor.workers)
         write_results(out, data)
     return data
 
