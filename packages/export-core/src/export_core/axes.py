@@ -299,8 +299,7 @@ def axis_bounds(program: torch.export.ExportedProgram, names: list[AxisName],
         if limit is None:
             continue
         d["max"] = limit.max
-        d["source"] = (f"the model's code (a shape guard of the capture fails at "
-                       f"{limit.max + 1}: {limit.brief()})")
+        d["source"] = limit.source
         if d["role"] == "sequence" and (plan.max_seq is None or limit.max < plan.max_seq):
             plan.max_seq, plan.sources["max_seq"] = limit.max, "the model's code (a shape guard)"
         if d["symbol"] not in noticed:

@@ -54,6 +54,12 @@ class GuardLimit:
         """The failing guard, cut to ``width`` characters."""
         return self.guard if len(self.guard) <= width else self.guard[: width - 3] + "..."
 
+    @property
+    def source(self) -> str:
+        """Where the axis's bound came from, for the report's ``bounds.dims[].source``."""
+        return f"the model's code (a shape guard of the capture fails at {self.max + 1}: " \
+               f"{self.brief()})"
+
 
 class _Sizes:
     """Stands for an input tensor in a guard expression: ``size()``, ``dim()``, ``stride()``."""
@@ -79,10 +85,7 @@ class _Sizes:
 def _placeholder_shapes(program: torch.export.ExportedProgram, input_names: list[str]) -> dict:
     """``{name: shape}`` of the user inputs, sizes as sympy expressions or ints; each input is
     keyed by its placeholder name and by its artifact name."""
-    from torch.export.graph_signature import InputKind
-
-    user = {s.arg.name for s in program.graph_signature.input_specs
-            if s.kind == InputKind.USER_INPUT and hasattr(s.arg, "name")}
+    user = set(program.graph_signature.user_inputs)
     shapes: dict[str, tuple[Any, ...]] = {}
     nodes = [n for n in program.graph.nodes if n.op == "placeholder" and n.name in user]
     for i, node in enumerate(nodes):

@@ -400,8 +400,7 @@ def apply_dim_bounds(
         source = _dim_source(dim, role, limits, any(sym in model_bound for sym in symbols))
         limit = next((guarded[sym] for sym in symbols if sym in guarded), None)
         if limit is not None and limit.max == hi:
-            source = (f"the model's code (a shape guard of the capture fails at {hi + 1}, below "
-                      f"{limit.cap}: {limit.brief()})")
+            source = limit.source
         if limit is not None and limit.max == hi and limit.symbol not in noticed:
             noticed.add(limit.symbol)
             plan.notices.append(
