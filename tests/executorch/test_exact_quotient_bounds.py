@@ -107,3 +107,7 @@ def test_unbounded_intervals_get_the_maximum_over_the_range():
     assert enumerated_upper_bound(4 * b * chunks, ranges) == 64
     assert enumerated_upper_bound(chunks, ranges, limit=100) is None  # 511 points
     assert enumerated_upper_bound(s, {s: ValueRanges(2, sympy.oo)}) is None
+    # a divisor that is 0 somewhere in its range (Qwen2-VL's merged tokens per image): no
+    # input reaches those points, the maximum is over the rest
+    assert enumerated_upper_bound(FloorDiv(64, FloorDiv(s, 4)), {s: ValueRanges(2, 16)}) == 64
+    assert enumerated_upper_bound(FloorDiv(8, s - 2), {s: ValueRanges(2, 2)}) is None

@@ -94,10 +94,10 @@ def test_lstm_with_a_projection() -> None:
 
 
 def test_without_the_fix_the_time_axis_is_pinned() -> None:
-    """Documents the edge lowering's unrolled LSTM: the program returns the example's 6 steps
-    for an 11-step input (a silently wrong artifact, caught by validation). When this stops
-    failing, the fix can go."""
-    pinned = r"\(3, 6, 16\) != eager \(3, 11, 16\)"
+    """Documents the edge lowering's unrolled LSTM: the program is planned for the example's 6
+    steps (without the runner's bound check it returned 6 steps for an 11-step input, a
+    silently wrong artifact). When this stops failing, the fix can go."""
+    pinned = r"beyond the program's bounds \(16, 6, 8\) \(axis 1: 11 > 6\)"
     with withheld("executorch", FIX), pytest.raises(ExportError, match=pinned):
         _export(_Recurrent(True, False, layers=1), _shapes(True)[:2])
 

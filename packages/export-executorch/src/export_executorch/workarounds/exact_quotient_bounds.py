@@ -114,7 +114,13 @@ def _max_over_grid(expr: Any, grid: tuple[tuple[Any, int, int], ...]) -> int | N
     symbols = [sym for sym, _, _ in grid]
     best: int | None = None
     for values in itertools.product(*(range(lo, hi + 1) for _, lo, hi in grid)):
-        value = expr.xreplace({s: sympy.Integer(v) for s, v in zip(symbols, values, strict=True)})
+        point = {s: sympy.Integer(v) for s, v in zip(symbols, values, strict=True)}
+        try:
+            value = expr.xreplace(point)
+        except ZeroDivisionError:
+            continue  # no input reaches this point: eager would divide by zero as well
+        if value.has(sympy.zoo, sympy.nan):
+            continue
         if not value.is_Integer:
             return None
         best = int(value) if best is None else max(best, int(value))
@@ -137,7 +143,9 @@ def enumerated_upper_bound(
 
     Returns:
         The maximum, or ``None`` when a symbol's range is not finite, the points exceed
-        ``limit``, or a point does not evaluate to an integer.
+        ``limit``, a point does not evaluate to an integer, or none evaluates. Points where
+        the expression divides by zero are skipped: no input reaches them (the eager model
+        would divide by zero too).
     """
     import math
 
