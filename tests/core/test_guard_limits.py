@@ -38,6 +38,17 @@ class ChunkedScan(torch.nn.Module):
         return y.reshape(b, -1, d)[:, :s]
 
 
+class PadToSix(torch.nn.Module):
+    """``x`` ``(batch, seq, 4)`` -> ``(batch, max(seq, 6), 4)``, zero-padded: copying into the
+    slice records ``4*max(6, seq) != seq*4`` (is the slice contiguous?) at every example below
+    6, a guard on strides that the graph does not depend on."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pad = x.new_zeros(x.shape[0], torch.sym_max(x.shape[1], 6), x.shape[2])
+        pad[:, : x.shape[1]] = x
+        return pad
+
+
 def _x(batch: int, seq: int, seed: int) -> tuple[torch.Tensor]:
     return (torch.randn(batch, seq, 4, generator=torch.Generator().manual_seed(seed)),)
 
@@ -53,10 +64,19 @@ def test_guard_limits_finds_the_largest_admitted_size() -> None:
     limits = guard_limits(program, ["x"], {batch: 8, seq: 64})
     assert set(limits) == {seq}  # the batch is not specialised
     assert (limits[seq].example, limits[seq].max, limits[seq].cap) == (8, 16, 64)
-    assert "// 16) == 1" in limits[seq].guard
+    assert "x.size(1)" in limits[seq].guard and "// 16) == 1" in limits[seq].guard
     assert guard_limits(program, ["x"], {str(seq): 16}) == {}  # admitted at its cap
     linear = DynamoExporter(DynamoConfig(dynamic=True)).capture(torch.nn.Linear(4, 2), _x(2, 8, 0))
     assert guard_limits(linear.program, ["x"], {"s0": 64, "s1": 64}) == {}
+
+
+def test_guards_on_strides_leave_the_axis_alone() -> None:
+    program = DynamoExporter(DynamoConfig(dynamic=True)).capture(PadToSix(), _x(2, 5, 0)).program
+    placeholder = next(n for n in program.graph.nodes if n.op == "placeholder")
+    shape_env = placeholder.meta["val"].shape[1].node.shape_env
+    assert any("Max(6" in str(g.expr) and "Ne" in str(g.expr) for g in shape_env.guards)
+    symbols = [s.node.expr for s in placeholder.meta["val"].shape]
+    assert guard_limits(program, ["x"], dict.fromkeys(symbols, 64)) == {}
 
 
 def test_executorch_bounds_the_axis_at_the_guard_and_rejects_larger_inputs(

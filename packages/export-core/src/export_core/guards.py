@@ -1,29 +1,30 @@
 """The sizes a captured program holds for: its shape guards, evaluated over an axis's range.
 
-``torch.export`` keeps the guards the model's Python code put on the input sizes in
-``ExportedProgram._guards_code`` (Python expressions over ``L['name'].size()[i]``) and checks
-them in ``ExportedProgram.module()``; the graph itself is specialised to them. A branch on a
-derived size specialises it silently: Mamba-2's chunked scan pads the sequence to a multiple of
-its chunk (256) and, traced at 12 tokens, records ``256 >= L + pad`` (one chunk). The graph is
-then only right up to 255 tokens, whatever range the axis declares: an ExecuTorch program
-planned for 512 fails at 300 (``et_view`` 0x12), and an artifact without checks computes with the
-wrong shapes.
+Tracing records a guard in the shape environment each time code branches on a symbolic size;
+``torch.export`` prints them into ``ExportedProgram._guards_code`` and checks them in
+``ExportedProgram.module()``, and the graph is specialised to them. A branch on a derived size
+specialises it silently: Mamba-2's chunked scan pads the sequence to a multiple of its chunk
+(256) and, traced at 12 tokens, records ``256 >= L + pad`` (one chunk). The graph is then only
+right up to 255 tokens, whatever range the axis declares: an ExecuTorch program planned for 512
+fails at 300 (``et_view`` 0x12), and an artifact without checks computes with the wrong shapes.
 
 :func:`guard_limits` finds, for each dynamic symbol of the user inputs, the largest size up to a
 cap for which every guard holds (the symbols of the same example size moved with it, since the
-guards may tie them; the others at their example sizes). Guards that do not evaluate on plain sizes (strides of
-views, unbacked values) are left out; the result is what the guards that do evaluate allow.
+guards may tie them; the others at their example sizes). Left out: guards that torch's stride
+bookkeeping recorded (is a slice contiguous, do two tensors overlap: they set a fake tensor's
+strides, not the graph) and guards on symbols that are not input sizes (unbacked values).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+import os
 from typing import Any
 
 import torch
 
-__all__ = ["MAX_POINTS", "GuardLimit", "guard_limits"]
+__all__ = ["LAYOUT_MARKERS", "MAX_POINTS", "GuardLimit", "guard_limits"]
 
 MAX_POINTS = 4096
 """Most sizes checked per symbol before one by one: a longer range is searched down from its cap
@@ -61,42 +62,55 @@ class GuardLimit:
                f"{self.brief()})"
 
 
-class _Sizes:
-    """Stands for an input tensor in a guard expression: ``size()``, ``dim()``, ``stride()``."""
-
-    def __init__(self, shape: tuple[int, ...]) -> None:
-        self._shape = shape
-
-    def size(self, dim: int | None = None) -> Any:
-        return self._shape if dim is None else self._shape[dim]
-
-    def dim(self) -> int:
-        return len(self._shape)
-
-    def stride(self, dim: int | None = None) -> Any:
-        strides, acc = [], 1
-        for s in reversed(self._shape):
-            strides.append(acc)
-            acc *= max(s, 1)
-        strides.reverse()
-        return tuple(strides) if dim is None else strides[dim]
+LAYOUT_MARKERS = ("contiguous", "overlap", "strides", "should_swap")
+"""Words that name torch's stride bookkeeping in the function (or source line) a guard was
+recorded in: ``check_contiguous_sizes_strides``, ``is_non_overlapping_and_dense``,
+``compute_elementwise_output_strides`` (its ``should_swap``), ``meta_copy_``'s
+``_debug_has_internal_overlap``."""
 
 
-def _placeholder_shapes(program: torch.export.ExportedProgram, input_names: list[str]) -> dict:
-    """``{name: shape}`` of the user inputs, sizes as sympy expressions or ints; each input is
-    keyed by its placeholder name and by its artifact name."""
+def _is_layout_guard(sloc: Any) -> bool:
+    """Whether a guard was recorded by torch's own stride bookkeeping of a fake tensor.
+
+    Such a guard decides a tensor's strides or an overlap check, never the graph: a padded
+    copy ``new_zeros(b, max(s, 6), d)[:, :s] = x`` records ``d*max(6, s) != s*d`` (is the slice
+    contiguous?) at every size below 6, and the graph is the same above it.
+    """
+    frame = getattr(sloc, "framework_loc", None)
+    filename = getattr(frame, "filename", "") or ""
+    if f"{os.sep}torch{os.sep}" not in filename:
+        return False
+    text = f"{getattr(frame, 'name', '')} {getattr(frame, 'line', '') or ''}"
+    return any(marker in text for marker in LAYOUT_MARKERS)
+
+
+def _input_shapes(program: torch.export.ExportedProgram,
+                  input_names: list[str]) -> list[tuple[str, tuple[Any, ...]]]:
+    """``(name, shape)`` of each user input tensor, sizes as sympy expressions or ints; named
+    by its artifact name (its placeholder name beyond ``input_names``)."""
     user = set(program.graph_signature.user_inputs)
-    shapes: dict[str, tuple[Any, ...]] = {}
     nodes = [n for n in program.graph.nodes if n.op == "placeholder" and n.name in user]
+    out = []
     for i, node in enumerate(nodes):
         value = node.meta.get("val")
-        if not isinstance(value, torch.Tensor):
-            continue
-        shape = tuple(s.node.expr if isinstance(s, torch.SymInt) else int(s) for s in value.shape)
-        shapes[node.name] = shape
-        if i < len(input_names):
-            shapes.setdefault(input_names[i], shape)
-    return shapes
+        if isinstance(value, torch.Tensor):
+            shape = tuple(s.node.expr if isinstance(s, torch.SymInt) else int(s)
+                          for s in value.shape)
+            out.append((input_names[i] if i < len(input_names) else node.name, shape))
+    return out
+
+
+def _sources(shapes: list[tuple[str, tuple[Any, ...]]]) -> dict[Any, Any]:
+    """``{symbol: Symbol("name.size(i)")}``: the first input axis that is exactly the symbol,
+    to print guards in terms of the inputs."""
+    import sympy
+
+    out: dict[Any, Any] = {}
+    for name, shape in shapes:
+        for i, e in enumerate(shape):
+            if isinstance(e, sympy.Symbol) and e not in out:
+                out[e] = sympy.Symbol(f"{name}.size({i})", integer=True)
+    return out
 
 
 def guard_limits(
@@ -118,18 +132,16 @@ def guard_limits(
         an example size.
     """
     import sympy
+    from torch.utils._sympy.printers import PythonPrinter
 
-    codes = [c for c in getattr(program, "_guards_code", None) or () if isinstance(c, str)]
-    if not codes:
-        return {}
-    shapes = _placeholder_shapes(program, input_names)
-    symbols = {s for shape in shapes.values() for e in shape if isinstance(e, sympy.Expr)
-               for s in e.free_symbols}
     shape_env = next((v.node.shape_env for n in program.graph.nodes if n.op == "placeholder"
                       for v in getattr(n.meta.get("val"), "shape", ())
                       if isinstance(v, torch.SymInt)), None)
-    if shape_env is None:
+    if shape_env is None or not shape_env.guards:
         return {}
+    shapes = _input_shapes(program, input_names)
+    symbols = {s for _, shape in shapes for e in shape if isinstance(e, sympy.Expr)
+               for s in e.free_symbols}
     known = getattr(shape_env, "backed_var_to_val", None)
     if known is None:  # torch before backed_var_to_val
         known = shape_env.var_to_val
@@ -137,44 +149,39 @@ def guard_limits(
     if any(h is None for h in hints.values()):
         return {}
     hints = {s: int(h) for s, h in hints.items()}
-    compiled = []
-    for code in codes:
-        try:
-            compiled.append((code, compile(code, "<guard>", "eval")))
-        except SyntaxError:
+    sources = _sources(shapes)
+
+    def holds(code: Any, values: dict[Any, int]) -> bool:
+        scope = {str(sym): v for sym, v in values.items()}
+        return bool(eval(code, {"__builtins__": {}, "max": max, "min": min}, scope))  # noqa: S307
+
+    # the guards over the input sizes that hold at the example (after the shape environment's
+    # replacements), stride bookkeeping left out; those on other symbols (unbacked) too. Each
+    # is compiled from its Python form (torch.export prints its guards the same way).
+    usable: dict[Any, tuple[Any, str]] = {}
+    printer = PythonPrinter()
+    for guard in shape_env.guards:
+        if _is_layout_guard(guard.sloc):
             continue
-
-    def env(values: dict[Any, int]) -> dict[str, Any]:
-        subs = {s: sympy.Integer(v) for s, v in values.items()}
-        concrete = {
-            name: _Sizes(tuple(int(e.xreplace(subs)) if isinstance(e, sympy.Expr) else e
-                               for e in shape))
-            for name, shape in shapes.items()
-        }
-        return {"L": concrete, "max": max, "min": min}
-
-    def failing(values: dict[Any, int], guards: list[tuple[str, Any]]) -> str | None:
-        scope = env(values)
-        for code, obj in guards:
-            if not eval(obj, {"__builtins__": {}}, scope):  # noqa: S307 - torch.export's own guards
-                return code
-        return None
-
-    # the guards that evaluate (and hold) at the example sizes; the others are left out
-    scope = env(hints)
-    usable = []
-    for code, obj in compiled:
+        expr = shape_env.replace(guard.expr)
+        if expr in usable or not expr.free_symbols or not expr.free_symbols <= symbols:
+            continue
         try:
-            if eval(obj, {"__builtins__": {}}, scope):  # noqa: S307
-                usable.append((code, obj))
-        except Exception:  # noqa: BLE001, S112 - a guard on what plain sizes do not model
+            code = compile(printer.doprint(expr), "<guard>", "eval")
+            if holds(code, hints):
+                usable[expr] = (code, printer.doprint(expr.xreplace(sources)))
+        except Exception:  # noqa: BLE001, S112 - a guard whose Python form does not evaluate
             continue
 
     def failure(group: tuple[Any, ...], size: int) -> str | None:
-        try:
-            return failing({**hints, **dict.fromkeys(group, size)}, usable)
-        except Exception:  # noqa: BLE001 - e.g. a division by zero at this size
-            return "(a guard raised at this size)"
+        values = {**hints, **dict.fromkeys(group, size)}
+        for code, text in usable.values():
+            try:
+                if not holds(code, values):
+                    return text
+            except ZeroDivisionError:
+                return f"{text} (it divides by zero at this size)"
+        return None
 
     def largest_passing(group: tuple[Any, ...], example: int, cap: int) -> int:
         # down from the cap (at a stride beyond MAX_POINTS sizes), then every size above that
