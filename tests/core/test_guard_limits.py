@@ -49,6 +49,17 @@ class PadToSix(torch.nn.Module):
         return pad
 
 
+class PadToBlocks(torch.nn.Module):
+    """``x`` ``(batch, seq, 4)`` -> ``(batch, ceil(seq / 8), 4)``: sums of blocks of 8 positions,
+    the last zero-padded when ``seq`` is not a multiple of 8. Traced at such a size, the guard
+    ``seq % 8 != 0`` rejects the multiples of 8 only (the graph would pad a whole block)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] % 8 != 0:
+            x = F.pad(x, (0, 0, 0, 8 - x.shape[1] % 8))
+        return x.reshape(x.shape[0], -1, 8, x.shape[2]).sum(2)
+
+
 def _x(batch: int, seq: int, seed: int) -> tuple[torch.Tensor]:
     return (torch.randn(batch, seq, 4, generator=torch.Generator().manual_seed(seed)),)
 
@@ -120,3 +131,20 @@ def test_onnx_reports_the_axis_the_guard_holds_for(caplog: pytest.LogCaptureFixt
 def test_a_model_without_such_a_branch_keeps_its_bounds() -> None:
     report = export_executorch.export(torch.nn.Linear(4, 2).eval(), _x(2, 8, 0), max_seq=64).report
     assert _seq_dim(report)["max"] == 64
+
+
+def test_guards_that_reject_some_sizes_leave_an_unbounded_axis_unbounded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    program = DynamoExporter(DynamoConfig(dynamic=True)).capture(PadToBlocks(), _x(2, 5, 0)).program
+    placeholder = next(n for n in program.graph.nodes if n.op == "placeholder")
+    seq = placeholder.meta["val"].shape[1].node.expr
+    limit = guard_limits(program, ["x"], {seq: 64})[seq]
+    assert (limit.max, limit.resumes) == (63, 65)  # 64 is a multiple of 8, 65 is not
+    with caplog.at_level(logging.WARNING):
+        report = export_onnx.export(PadToBlocks().eval(), _x(2, 5, 0),
+                                    validation_inputs=[_x(3, 13, 1), _x(1, 30, 2)]).report
+    assert report["validation"]["passed"] is True
+    assert _seq_dim(report)["max"] is None
+    assert "x[1] (sequence) is not admitted at 4096" in caplog.text
+    assert "holds again at 4097" in caplog.text

@@ -261,7 +261,9 @@ def axis_bounds(program: torch.export.ExportedProgram, names: list[AxisName],
     default, reported as 1), ``sequence`` axes capped at the :func:`position_limit`, and every
     axis capped where the model's code specialised the graph (a shape guard that fails above
     the example, :func:`~export_core.guards.guard_limits`; searched up to
-    :data:`GUARD_SEARCH_CAP` on an unbounded axis), with a notice saying so.
+    :data:`GUARD_SEARCH_CAP` on an unbounded axis), with a notice saying so. An unbounded axis
+    whose guards reject some sizes and admit larger ones (a gap, such as multiples of 512)
+    keeps no bound; the notice names the first rejected size.
 
     Args:
         program: the captured ``ExportedProgram`` (its ``range_constraints``).
@@ -297,6 +299,18 @@ def axis_bounds(program: torch.export.ExportedProgram, names: list[AxisName],
     for d in plan.dims:
         limit = guarded.get(d["symbol"])
         if limit is None:
+            continue
+        if d["max"] is None and limit.resumes is not None:
+            # an unbounded axis with gaps (sizes a guard rejects, larger ones admitted): no
+            # bound, a warning naming the first rejected size
+            if d["symbol"] not in noticed:
+                noticed.add(d["symbol"])
+                plan.notices.append(
+                    f"warning: {d['input']}[{d['axis']}] ({d['name']}) is not admitted at "
+                    f"{limit.max + 1} (its shape guard {limit.brief()} fails there, and holds "
+                    f"again at {limit.resumes}): the captured graph is specialised to the "
+                    "sizes its guards admit, so such inputs give wrong results or errors"
+                )
             continue
         d["max"] = limit.max
         d["source"] = limit.source

@@ -41,8 +41,11 @@ class GuardLimit:
         max: the largest size in ``[example, cap]`` that passes every guard (ExecuTorch plans
             memory for it; a guard such as an even size may reject some sizes below it).
         cap: the upper end searched (the axis's intended bound).
-        guard: the first guard that fails at ``max + 1`` (its Python source, as
-            ``torch.export`` wrote it).
+        guard: the first guard that fails at ``max + 1`` (its Python source over the input
+            sizes, ``x.size(1)``).
+        resumes: the first size above ``max + 1`` and at most ``2 * cap`` where every guard
+            holds again (a guard such as "not a multiple of 512" fails at some sizes only), or
+            ``None`` when none does up to there.
     """
 
     symbol: str
@@ -50,6 +53,7 @@ class GuardLimit:
     max: int
     cap: int
     guard: str
+    resumes: int | None = None
 
     def brief(self, width: int = 160) -> str:
         """The failing guard, cut to ``width`` characters."""
@@ -213,6 +217,9 @@ def guard_limits(
         top = largest_passing(group, example, cap)
         if top < cap:
             guard = failure(group, top + 1) or ""
+            resumes = next((size for size in range(top + 2, 2 * cap + 1)
+                            if failure(group, size) is None), None)
             for s in group:
-                out[wanted[s][0]] = GuardLimit(str(s), example, top, wanted[s][1], guard)
+                out[wanted[s][0]] = GuardLimit(str(s), example, top, wanted[s][1], guard,
+                                               resumes)
     return out
