@@ -133,7 +133,7 @@ def test_a_model_without_such_a_branch_keeps_its_bounds() -> None:
     assert _seq_dim(report)["max"] == 64
 
 
-def test_guards_that_reject_some_sizes_leave_an_unbounded_axis_unbounded(
+def test_a_guard_with_gaps_leaves_onnx_unbounded_and_bounds_executorch_below_its_cap(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     program = DynamoExporter(DynamoConfig(dynamic=True)).capture(PadToBlocks(), _x(2, 5, 0)).program
@@ -148,3 +148,8 @@ def test_guards_that_reject_some_sizes_leave_an_unbounded_axis_unbounded(
     assert _seq_dim(report)["max"] is None
     assert "x[1] (sequence) is not admitted at 4096" in caplog.text
     assert "holds again at 4097" in caplog.text
+    with caplog.at_level(logging.WARNING):
+        report = export_executorch.export(PadToBlocks().eval(), _x(2, 5, 0), backend="portable",
+                                          max_seq=64, validation_inputs=[_x(3, 13, 1)]).report
+    assert report["validation"]["passed"] is True and _seq_dim(report)["max"] == 63
+    assert "x[1] is bounded at 63, not 64" in caplog.text and "holds again at 65" in caplog.text

@@ -403,10 +403,13 @@ def apply_dim_bounds(
             source = limit.source
         if limit is not None and limit.max == hi and limit.symbol not in noticed:
             noticed.add(limit.symbol)
+            larger = ("larger inputs need a model without that branch" if limit.resumes is None
+                      else f"it holds again at {limit.resumes}: a larger bound admits larger "
+                           "inputs, sizes where it fails give wrong results")
             plan.notices.append(
                 f"warning: {name}[{axis}] is bounded at {hi}, not {limit.cap}: the captured "
                 f"program is specialised to sizes up to {hi} (at {hi + 1} its shape guard "
-                f"{limit.brief()} fails); larger inputs need a model without that branch"
+                f"{limit.brief()} fails); {larger}"
             )
         plan.dims.append(DimBound(name, axis, role, " ".join(sorted(map(str, symbols))), lo, hi,
                                   source))
