@@ -300,29 +300,25 @@ def axis_bounds(program: torch.export.ExportedProgram, names: list[AxisName],
         limit = guarded.get(d["symbol"])
         if limit is None:
             continue
+        head = f"warning: {d['input']}[{d['axis']}] ({d['name']})"
         if d["max"] is None and limit.resumes is not None:
             # an unbounded axis with gaps (sizes a guard rejects, larger ones admitted): no
             # bound, a warning naming the first rejected size
-            if d["symbol"] not in noticed:
-                noticed.add(d["symbol"])
-                plan.notices.append(
-                    f"warning: {d['input']}[{d['axis']}] ({d['name']}) is not admitted at "
-                    f"{limit.max + 1} (its shape guard {limit.brief()} fails there, and holds "
-                    f"again at {limit.resumes}): the captured graph is specialised to the "
-                    "sizes its guards admit, so such inputs give wrong results or errors"
-                )
-            continue
-        d["max"] = limit.max
-        d["source"] = limit.source
-        if d["role"] == "sequence" and (plan.max_seq is None or limit.max < plan.max_seq):
-            plan.max_seq, plan.sources["max_seq"] = limit.max, "the model's code (a shape guard)"
+            notice = (f"{head} is not admitted at {limit.max + 1} (its shape guard "
+                      f"{limit.brief()} fails there, and holds again at {limit.resumes}): the "
+                      "captured graph is specialised to the sizes its guards admit, so such "
+                      "inputs give wrong results or errors")
+        else:
+            d["max"] = limit.max
+            d["source"] = limit.source
+            if d["role"] == "sequence" and (plan.max_seq is None or limit.max < plan.max_seq):
+                plan.max_seq = limit.max
+                plan.sources["max_seq"] = "the model's code (a shape guard)"
+            notice = (f"{head} holds only up to {limit.max}: the captured graph is specialised "
+                      f"to those sizes (at {limit.max + 1} its shape guard {limit.brief()} "
+                      "fails), so larger inputs give wrong results or errors")
         if d["symbol"] not in noticed:
             noticed.add(d["symbol"])
-            plan.notices.append(
-                f"warning: {d['input']}[{d['axis']}] ({d['name']}) holds only up to "
-                f"{limit.max}: the captured graph is specialised to those sizes (at "
-                f"{limit.max + 1} its shape guard {limit.brief()} fails), so larger "
-                "inputs give wrong results or errors"
-            )
+            plan.notices.append(notice)
     return plan
 
