@@ -133,6 +133,28 @@ def test_a_model_without_such_a_branch_keeps_its_bounds() -> None:
     assert _seq_dim(report)["max"] == 64
 
 
+def test_a_size_one_check_of_the_stride_bookkeeping_is_kept() -> None:
+    """The contiguity check's "is this axis of size 1" may be the first to record an expression
+    the model's code branches on too (one chunk); the branch then leaves no guard of its own,
+    so that comparison is kept. Comparisons of sizes with each other are left out."""
+    import traceback
+
+    import sympy
+    from torch._guards import ShapeGuard, SLoc
+
+    from export_core.guards import _is_layout_guard
+
+    s, d = sympy.symbols("s d", integer=True, positive=True)
+    torch_dir = Path(torch.__file__).parent
+    contiguity = SLoc(traceback.FrameSummary(str(torch_dir / "_prims_common" / "__init__.py"),
+                                             285, "check_contiguous_sizes_strides"), None)
+    model = SLoc(traceback.FrameSummary("/models/modeling_x.py", 10, "forward"), None)
+    strides = sympy.Ne(d * sympy.Max(6, s), s * d)
+    assert _is_layout_guard(ShapeGuard(strides, contiguity, False))
+    assert not _is_layout_guard(ShapeGuard(sympy.Eq(s // 16, 1), contiguity, False))
+    assert not _is_layout_guard(ShapeGuard(strides, model, False))
+
+
 def test_a_guard_with_gaps_leaves_onnx_unbounded_and_bounds_executorch_below_its_cap(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -73,14 +73,24 @@ recorded in: ``check_contiguous_sizes_strides``, ``is_non_overlapping_and_dense`
 ``_debug_has_internal_overlap``."""
 
 
-def _is_layout_guard(sloc: Any) -> bool:
-    """Whether a guard was recorded by torch's own stride bookkeeping of a fake tensor.
+def _is_layout_guard(guard: Any) -> bool:
+    """Whether a guard was recorded by torch's own stride bookkeeping of a fake tensor and
+    compares sizes with each other (not a size with 1).
 
     Such a guard decides a tensor's strides or an overlap check, never the graph: a padded
     copy ``new_zeros(b, max(s, 6), d)[:, :s] = x`` records ``d*max(6, s) != s*d`` (is the slice
-    contiguous?) at every size below 6, and the graph is the same above it.
+    contiguous?) at every size below 6, and the graph is the same above it. A comparison with
+    1 (the contiguity check's "is this a size-1 axis") is kept: the shape environment records
+    an expression once, and the model's own branch on the same size (Mamba-2's "one chunk")
+    finds it already decided and leaves no guard of its own.
     """
-    frame = getattr(sloc, "framework_loc", None)
+    import sympy
+
+    expr = guard.expr
+    if isinstance(expr, sympy.Rel) and any(side in (sympy.S.One, sympy.Integer(2))
+                                           for side in (expr.lhs, expr.rhs)):
+        return False
+    frame = getattr(guard.sloc, "framework_loc", None)
     filename = getattr(frame, "filename", "") or ""
     if f"{os.sep}torch{os.sep}" not in filename:
         return False
@@ -165,7 +175,7 @@ def guard_limits(
     usable: dict[Any, tuple[Any, str]] = {}
     printer = PythonPrinter()
     for guard in shape_env.guards:
-        if _is_layout_guard(guard.sloc):
+        if _is_layout_guard(guard):
             continue
         expr = shape_env.replace(guard.expr)
         if expr in usable or not expr.free_symbols or not expr.free_symbols <= symbols:
