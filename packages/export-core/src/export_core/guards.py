@@ -187,14 +187,21 @@ def guard_limits(
         except Exception:  # noqa: BLE001, S112 - a guard whose Python form does not evaluate
             continue
 
+    checks = list(usable.values())
+
     def failure(group: tuple[Any, ...], size: int) -> str | None:
         values = {**hints, **dict.fromkeys(group, size)}
-        for code, text in usable.values():
+        for i, (code, text) in enumerate(checks):
             try:
-                if not holds(code, values):
-                    return text
+                if holds(code, values):
+                    continue
+                failed = text
             except ZeroDivisionError:
-                return f"{text} (it divides by zero at this size)"
+                failed = f"{text} (it divides by zero at this size)"
+            # the guard that failed is tried first at the next size (a search probes many
+            # sizes that one guard rejects)
+            checks.insert(0, checks.pop(i))
+            return failed
         return None
 
     def largest_passing(group: tuple[Any, ...], example: int, cap: int) -> int:
