@@ -172,7 +172,7 @@ def guard_limits(
     # the guards over the input sizes that hold at the example (after the shape environment's
     # replacements), stride bookkeeping left out; those on other symbols (unbacked) too. Each
     # is compiled from its Python form (torch.export prints its guards the same way).
-    usable: dict[Any, tuple[Any, str]] = {}
+    usable: dict[Any, tuple[Any, str, frozenset]] = {}
     printer = PythonPrinter()
     for guard in shape_env.guards:
         if _is_layout_guard(guard):
@@ -183,7 +183,8 @@ def guard_limits(
         try:
             code = compile(printer.doprint(expr), "<guard>", "eval")
             if holds(code, hints):
-                usable[expr] = (code, printer.doprint(expr.xreplace(sources)))
+                usable[expr] = (code, printer.doprint(expr.xreplace(sources)),
+                                frozenset(expr.free_symbols))
         except Exception:  # noqa: BLE001, S112 - a guard whose Python form does not evaluate
             continue
 
@@ -191,7 +192,13 @@ def guard_limits(
 
     def failure(group: tuple[Any, ...], size: int) -> str | None:
         values = {**hints, **dict.fromkeys(group, size)}
-        for i, (code, text) in enumerate(checks):
+        moved = set(group)
+        for i, (code, text, free) in enumerate(checks):
+            if not free <= moved:
+                # a relation with sizes held at the example (a mask as long as the past and
+                # the new tokens, features 8 per token): it ties inputs to each other, which
+                # the caller keeps consistent, and bounds neither
+                continue
             try:
                 if holds(code, values):
                     continue
