@@ -12,14 +12,16 @@ fails at 300 (``et_view`` 0x12), and an artifact without checks computes with th
 cap for which every guard holds (the symbols of the same example size moved with it, since the
 guards may tie them; the others at their example sizes). Left out: guards that torch's stride
 bookkeeping recorded (is a slice contiguous, do two tensors overlap: they set a fake tensor's
-strides, not the graph) and guards on symbols that are not input sizes (unbacked values).
+strides, not the graph) unless they compare a size with 1 or 2, guards on symbols that are not
+input sizes (unbacked values), and, while a symbol moves, guards that relate it to sizes held at
+the example (a mask as long as the past plus the new tokens: the caller keeps inputs consistent).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-import os
 from typing import Any
 
 import torch
@@ -75,7 +77,7 @@ recorded in: ``check_contiguous_sizes_strides``, ``is_non_overlapping_and_dense`
 
 def _is_layout_guard(guard: Any) -> bool:
     """Whether a guard was recorded by torch's own stride bookkeeping of a fake tensor and
-    compares sizes with each other (not a size with 1).
+    compares sizes with each other (not a size with 1 or 2).
 
     Such a guard decides a tensor's strides or an overlap check, never the graph: a padded
     copy ``new_zeros(b, max(s, 6), d)[:, :s] = x`` records ``d*max(6, s) != s*d`` (is the slice
