@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 from torch._guards import detect_fake_mode
+from torch.utils._pytree import tree_leaves
 
 from .errors import ExportError, FixError
 from .registry import FX_NODE_FIX, FX_PROGRAM_FIX, Workaround, workarounds_for
@@ -97,23 +98,27 @@ def iter_graph_modules(gm: torch.fx.GraphModule) -> list[torch.fx.GraphModule]:
     return [m for m in gm.modules() if isinstance(m, torch.fx.GraphModule)]
 
 
-def call_before(node: torch.fx.Node, target: Any, *args: Any) -> torch.fx.Node:
-    """Insert ``target(*args)`` before ``node`` (an FX node fix's replacement nodes), with
-    ``node``'s metadata (stack trace, module stack) and the fake value of the call, computed from
-    the arguments' ``meta["val"]`` under the program's fake mode (symbolic sizes carry over, and
-    an op of sizes alone, ``arange(n)``, gets a symbolic size instead of a guard on ``n``).
+def call_before(node: torch.fx.Node, target: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
+    """Insert ``target(*args, **kwargs)`` before ``node`` (an FX node fix's replacement nodes),
+    with ``node``'s metadata (stack trace, module stack) and the fake value of the call, computed
+    from the arguments' ``meta["val"]`` (nodes inside lists too: a ``view`` to sizes that are
+    ``sym_size`` nodes) under the program's fake mode (symbolic sizes carry over, and an op of
+    sizes alone, ``arange(n)``, gets a symbolic size instead of a guard on ``n``).
 
     Raises:
         KeyError: a node argument has no ``meta["val"]``.
     """
     graph = node.graph
     with graph.inserting_before(node):
-        new = graph.call_function(target, args)
+        new = graph.call_function(target, args, kwargs)
     new.meta.update({k: v for k, v in node.meta.items() if k != "val"})
-    values = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
-    fake_mode = detect_fake_mode([*values, node.meta.get("val")])
+    values, kw_values = torch.fx.node.map_aggregate(
+        (args, kwargs), lambda a: a.meta["val"] if isinstance(a, torch.fx.Node) else a)
+    leaves = [v for v in tree_leaves((values, kw_values))
+              if isinstance(v, torch.Tensor)]
+    fake_mode = detect_fake_mode([*leaves, node.meta.get("val")])
     with fake_mode if fake_mode is not None else contextlib.nullcontext():
-        new.meta["val"] = target(*values)
+        new.meta["val"] = target(*values, **kw_values)
     return new
 
 

@@ -17,6 +17,9 @@ and the upstream bug:
 - :mod:`.xnnpack_max_dim` — ExecuTorch patch (``executorch_patches``, XNNPACK): the partitioner
   delegates ``max.dim`` reductions the XNNPACK serializer rejects (any axis but 2 / 3, or
   ``keepdim=False``).
+- :mod:`.xnnpack_attention` — FX node fix (``fx_node_fixes``, XNNPACK): attention becomes ops
+  XNNPACK delegates, instead of torch's math decomposition, whose fully-masked-row guard and
+  operand expands run score-sized on portable kernels.
 - :mod:`.xnnpack_partition_merge` — ExecuTorch patch (``executorch_patches``, XNNPACK): the
   partitioner's merge step runs a full-graph cycle check per pair of partitions, so a graph of a
   few thousand nodes does not lower; the same merges are decided on reachability bitmasks.
@@ -84,6 +87,7 @@ from . import (
     symbolic_empty,
     view_after_sdpa,
     view_dynamism,
+    xnnpack_attention,
     xnnpack_gelu_tanh,
     xnnpack_max_dim,
     xnnpack_partition_merge,
@@ -109,6 +113,7 @@ __all__ = [
     "symbolic_empty",
     "view_after_sdpa",
     "view_dynamism",
+    "xnnpack_attention",
     "xnnpack_gelu_tanh",
     "xnnpack_max_dim",
     "xnnpack_partition_merge",
