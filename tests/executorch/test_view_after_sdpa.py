@@ -4,7 +4,9 @@ them non-viewable. GPT-2's ``contiguous().view`` (the ``contiguous`` vanishes at
 lower without the fix; a ``reshape`` chain that an earlier re-trace (``decompose_missing_kernels``,
 here through a ``Conv3d``) resolved into views (ViViT) must keep lowering with it (a contiguous
 ``clone`` before each view, the fix's first form, broke the chain's second view). Each is
-compared with eager in the ExecuTorch runtime at two shapes."""
+compared with eager in the ExecuTorch runtime at two shapes, on the portable kernels: on XNNPACK
+``attention_in_delegated_ops`` replaces the SDPA by ops laid out as the captured output was, so
+the views stay valid without a pin (checked below too)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from export_core import LoweringError
 from export_core.registry import withheld
 
 FIX = "pin_attention_layout_for_views"
+XNNPACK_ATTENTION = "attention_in_delegated_ops"
 
 
 class Attention(torch.nn.Module):
@@ -79,15 +82,28 @@ def test_view_of_attention_lowers_and_matches_eager(case: str) -> None:
     make, example, other, dims = CASES[case]
     torch.manual_seed(0)
     result = export_executorch.export(make().eval(), example, dynamic_shapes=dims,
-                                      validation_inputs=[other])
+                                      backend="portable", validation_inputs=[other])
     report = result.report
     assert report["validation"]["passed"] is True
     assert len({str(c["shapes"]) for c in report["validation"]["checks"]}) >= 2
     assert FIX in report["fixes"]["applied"]
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_xnnpack_attention_keeps_the_captured_layout(case: str) -> None:
+    make, example, other, dims = CASES[case]
+    torch.manual_seed(0)
+    result = export_executorch.export(make().eval(), example, dynamic_shapes=dims,
+                                      backend="xnnpack", validation_inputs=[other])
+    report = result.report
+    assert report["validation"]["passed"] is True
+    assert XNNPACK_ATTENTION in report["fixes"]["applied"]
+    assert FIX not in report["fixes"]["applied"]
+
+
 def test_without_the_fix_lowering_cannot_view_the_attention_output() -> None:
     """Documents the upstream bug (GPT-2's view): when this stops failing, the fix can go."""
     make, example, _, dims = CASES["gpt2-contiguous-view"]
     with withheld("executorch", FIX), pytest.raises(LoweringError, match="Cannot view a tensor"):
-        export_executorch.export(make().eval(), example, dynamic_shapes=dims, validate=False)
+        export_executorch.export(make().eval(), example, dynamic_shapes=dims, backend="portable",
+                                 validate=False)
