@@ -131,7 +131,7 @@ def test_workarounds_are_registered_with_reason_and_upstream() -> None:
                                    "negative_padding", "partitioner_checks", "python_sym_ops",
                                    "retrace_contiguity", "scan_buffers", "sym_mod_sign",
                                    "symbolic_empty", "view_after_sdpa", "view_dynamism",
-                                   "xnnpack_gelu_tanh", "xnnpack_max_dim",
+                                   "xnnpack_attention", "xnnpack_gelu_tanh", "xnnpack_max_dim",
                                    "xnnpack_partition_merge", "xnnpack_passthrough",
                                    "xnnpack_reshape_dims"]
     rows = {r.name: r for r in describe(["executorch"])}
@@ -147,6 +147,9 @@ def test_workarounds_are_registered_with_reason_and_upstream() -> None:
                  "item_as_local_scalar_dense"):
         assert rows[name].kind == "fx_program_fix" and rows[name].stage == "fx_program_fixes"
     assert rows["symbolic_empty_as_zeros"].kind == "fx_node_fix"
+    attention = rows["attention_in_delegated_ops"]
+    assert attention.kind == "fx_node_fix" and attention.stage == "fx_node_fixes"
+    assert attention.upstream == "https://github.com/pytorch/executorch/issues/4461"
     for name in ("python_sign_sym_mod", "crop_negative_padding"):
         assert rows[name].kind == "fx_node_fix" and rows[name].stage == "fx_node_fixes"
     merge = rows["executorch.xnnpack:executorch.exir.backend.canonical_partitioners"
