@@ -6,7 +6,8 @@ decomposes it with torch's math decomposition. That decomposition guards fully m
 over the ``(N, H, L, S)`` scores, none of which XNNPACK delegates; it also expands a boolean mask
 to the scores with a ``where``, scales each operand with ``mul.Scalar`` (XNNPACK delegates
 ``mul.Tensor`` only) and expands each operand to its own shape (``expand_copy``, a copy). On the
-embedded default (6 layers) those were 120 portable kernels and a quarter of the run time.
+embedded default (6 layers) those were 120 portable kernels; without them the program runs a
+quarter faster (ETDump: 12.3 ms to 9.3 ms per call on a (3, 22) batch).
 
 The fix replaces each attention node (in place, no re-trace) by another decomposition of the
 same function, for the operands it covers (floating point, no dropout, rank >= 3, key and value
