@@ -198,16 +198,22 @@ def attention_for_xnnpack(
     return op(_aten.view.default, out, [*batch, length, value_width])
 
 
-def _layout_like(out: Any, want: torch.Tensor, op: Op) -> Any | None:
-    """``out`` (contiguous) copied into ``want``'s layout: contiguous, or the CPU kernel's
-    ``(N, L, H, E)`` memory order behind an ``(N, H, L, E)`` shape; None for another layout."""
+def _kernel_layout(want: torch.Tensor) -> bool | None:
+    """Whether ``want`` has the CPU kernel's ``(N, L, H, E)`` memory order behind an
+    ``(N, H, L, E)`` shape (True) or is contiguous (False); None for another layout."""
     if want.is_contiguous():
-        return out
+        return False
     if want.dim() == 4 and want.transpose(1, 2).is_contiguous():
-        swapped = op(_aten.transpose.int, out, 1, 2)
-        copied = op(_aten.clone.default, swapped, memory_format=torch.contiguous_format)
-        return op(_aten.transpose.int, copied, 1, 2)
+        return True
     return None
+
+
+def _in_kernel_layout(out: Any, op: Op) -> Any:
+    """``out`` ``(N, H, L, E)``, contiguous, copied into the CPU kernel's ``(N, L, H, E)``
+    memory order (same shape)."""
+    swapped = op(_aten.transpose.int, out, 1, 2)
+    copied = op(_aten.clone.default, swapped, memory_format=torch.contiguous_format)
+    return op(_aten.transpose.int, copied, 1, 2)
 
 
 @register_fx_node_fix(
@@ -250,7 +256,8 @@ def attention_in_delegated_ops(node: torch.fx.Node) -> bool:
     if not covers(q, k, v, _val(mask) if mask is not None else None, bound["dropout_p"],
                   bound["is_causal"], bound["enable_gqa"]):
         return False
-    if not (want.is_contiguous() or (want.dim() == 4 and want.transpose(1, 2).is_contiguous())):
+    kernel_layout = _kernel_layout(want)
+    if kernel_layout is None:
         return False
 
     def op(target: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
@@ -258,7 +265,8 @@ def attention_in_delegated_ops(node: torch.fx.Node) -> bool:
 
     out = attention_for_xnnpack(*operands, mask, bound["dropout_p"], bound["is_causal"],
                                 bound["scale"], bound["enable_gqa"], op=op)
-    out = _layout_like(out, want, op)
+    if kernel_layout:
+        out = _in_kernel_layout(out, op)
     node.replace_all_uses_with(out)
     node.graph.erase_node(node)
     return True
