@@ -37,6 +37,7 @@ __all__ = [
     "decompose_called",
     "apply_fx_program_fixes",
     "apply_program_fixes",
+    "call_after",
     "call_before",
     "called_targets",
     "iter_graph_modules",
@@ -108,9 +109,27 @@ def call_before(node: torch.fx.Node, target: Any, *args: Any, **kwargs: Any) -> 
     Raises:
         KeyError: a node argument has no ``meta["val"]``.
     """
-    graph = node.graph
-    with graph.inserting_before(node):
-        new = graph.call_function(target, args, kwargs)
+    with node.graph.inserting_before(node):
+        return _call_like(node, target, args, kwargs)
+
+
+def call_after(node: torch.fx.Node, target: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
+    """Insert ``target(*args, **kwargs)`` right after ``node``, as :func:`call_before` does
+    before it (``node``'s metadata, the call's fake value). A chain of calls after one node
+    inserts each after the node the previous call returned.
+
+    Raises:
+        KeyError: a node argument has no ``meta["val"]``.
+    """
+    with node.graph.inserting_after(node):
+        return _call_like(node, target, args, kwargs)
+
+
+def _call_like(node: torch.fx.Node, target: Any, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> torch.fx.Node:
+    """A new ``target(*args, **kwargs)`` node at the graph's insertion point, with ``node``'s
+    metadata but the fake value of the call."""
+    new = node.graph.call_function(target, args, kwargs)
     new.meta.update({k: v for k, v in node.meta.items() if k != "val"})
     values, kw_values = torch.fx.node.map_aggregate(
         (args, kwargs), lambda a: a.meta["val"] if isinstance(a, torch.fx.Node) else a)

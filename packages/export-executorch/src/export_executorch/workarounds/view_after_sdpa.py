@@ -24,12 +24,15 @@ Source: https://github.com/pytorch/pytorch/issues/136543
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
+from export_core.fixes import call_after
 from export_core.registry import register_fx_node_fix
 
-__all__ = ["pin_attention_layout_for_views"]
+__all__ = ["in_kernel_layout", "kernel_layout", "pin_attention_layout_for_views"]
 
 _aten = torch.ops.aten
 
@@ -48,6 +51,8 @@ _SHAPE_ONLY = {
     _aten.flatten.using_ints,
     _aten.unflatten.int,
 }
+Op = Callable[..., Any]
+"""``op(target, *args, **kwargs)``: inserts a node calling ``target`` (or calls it eagerly)."""
 _PINNED = "export_executorch.attention_layout_pinned"
 """``node.meta`` key set on an SDPA output whose layout this fix pinned."""
 
@@ -72,15 +77,23 @@ def _attention_output(node: torch.fx.Node, depth: int = 8) -> torch.fx.Node | No
     return None
 
 
-def _call(graph: torch.fx.Graph, target: torch._ops.OpOverload, args: tuple, kwargs: dict,
-          like: torch.fx.Node) -> torch.fx.Node:
-    node = graph.call_function(target, args, kwargs)
-    fake = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
-    node.meta["val"] = target(*fake, **kwargs)
-    for key in ("stack_trace", "nn_module_stack", "source_fn_stack", "torch_fn"):
-        if key in like.meta:
-            node.meta[key] = like.meta[key]
-    return node
+def kernel_layout(value: torch.Tensor) -> bool | None:
+    """Whether ``value`` (an attention output ``(N, H, L, E)``) has the CPU kernel's
+    ``(N, L, H, E)`` memory order (True) or is contiguous (False); None for another layout."""
+    if value.is_contiguous():
+        return False
+    if value.dim() == 4 and value.transpose(1, 2).is_contiguous():
+        return True
+    return None
+
+
+def in_kernel_layout(x: Any, op: Op) -> Any:
+    """``x`` ``(N, H, L, E)`` copied into the CPU kernel's ``(N, L, H, E)`` memory order (same
+    shape): ``transpose(1, 2)``, a contiguous ``clone``, ``transpose(1, 2)``, each through
+    ``op(target, *args, **kwargs)`` (a node inserter, or eager)."""
+    swapped = op(_aten.transpose.int, x, 1, 2)
+    copied = op(_aten.clone.default, swapped, memory_format=torch.contiguous_format)
+    return op(_aten.transpose.int, copied, 1, 2)
 
 
 def _pin_layout(output: torch.fx.Node) -> bool:
@@ -89,20 +102,21 @@ def _pin_layout(output: torch.fx.Node) -> bool:
     val = output.meta.get("val")
     if not isinstance(val, torch.Tensor) or val.dim() != 4:
         return False
+    kernel = kernel_layout(val)
+    if kernel is None:
+        return False
     users = list(output.users)
-    graph = output.graph
-    contiguous = {"memory_format": torch.contiguous_format}
-    with graph.inserting_after(output):
-        if val.is_contiguous():
-            pinned = _call(graph, _aten.clone.default, (output,), contiguous, output)
-        elif val.transpose(1, 2).is_contiguous():
-            swapped = _call(graph, _aten.transpose.int, (output, 1, 2), {}, output)
-            with graph.inserting_after(swapped):
-                copied = _call(graph, _aten.clone.default, (swapped,), contiguous, output)
-            with graph.inserting_after(copied):
-                pinned = _call(graph, _aten.transpose.int, (copied, 1, 2), {}, output)
-        else:
-            return False
+    last = output
+
+    def op(target: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
+        nonlocal last
+        last = call_after(last, target, *args, **kwargs)
+        return last
+
+    if kernel:
+        pinned = in_kernel_layout(output, op)
+    else:
+        pinned = op(_aten.clone.default, output, memory_format=torch.contiguous_format)
     for user in users:
         user.replace_input_with(output, pinned)
     output.meta[_PINNED] = True

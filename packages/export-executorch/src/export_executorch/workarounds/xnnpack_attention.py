@@ -34,7 +34,6 @@ lowering gets torch's math decomposition)
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -43,6 +42,8 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from export_core.fixes import call_before
 from export_core.registry import register_fx_node_fix
 
+from .view_after_sdpa import Op, in_kernel_layout, kernel_layout
+
 __all__ = ["attention_for_xnnpack", "attention_in_delegated_ops", "covers"]
 
 _aten = torch.ops.aten
@@ -50,8 +51,6 @@ _SDPA = _aten.scaled_dot_product_attention.default
 _ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 _DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None,
              "enable_gqa": False}
-
-Op = Callable[..., Any]
 
 
 def _eager(target: Any, *args: Any, **kwargs: Any) -> Any:
@@ -198,24 +197,6 @@ def attention_for_xnnpack(
     return op(_aten.view.default, out, [*batch, length, value_width])
 
 
-def _kernel_layout(want: torch.Tensor) -> bool | None:
-    """Whether ``want`` has the CPU kernel's ``(N, L, H, E)`` memory order behind an
-    ``(N, H, L, E)`` shape (True) or is contiguous (False); None for another layout."""
-    if want.is_contiguous():
-        return False
-    if want.dim() == 4 and want.transpose(1, 2).is_contiguous():
-        return True
-    return None
-
-
-def _in_kernel_layout(out: Any, op: Op) -> Any:
-    """``out`` ``(N, H, L, E)``, contiguous, copied into the CPU kernel's ``(N, L, H, E)``
-    memory order (same shape)."""
-    swapped = op(_aten.transpose.int, out, 1, 2)
-    copied = op(_aten.clone.default, swapped, memory_format=torch.contiguous_format)
-    return op(_aten.transpose.int, copied, 1, 2)
-
-
 @register_fx_node_fix(
     "executorch.xnnpack",
     _SDPA,
@@ -256,8 +237,8 @@ def attention_in_delegated_ops(node: torch.fx.Node) -> bool:
     if not covers(q, k, v, _val(mask) if mask is not None else None, bound["dropout_p"],
                   bound["is_causal"], bound["enable_gqa"]):
         return False
-    kernel_layout = _kernel_layout(want)
-    if kernel_layout is None:
+    kernel = kernel_layout(want)
+    if kernel is None:
         return False
 
     def op(target: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
@@ -265,8 +246,8 @@ def attention_in_delegated_ops(node: torch.fx.Node) -> bool:
 
     out = attention_for_xnnpack(*operands, mask, bound["dropout_p"], bound["is_causal"],
                                 bound["scale"], bound["enable_gqa"], op=op)
-    if kernel_layout:
-        out = _in_kernel_layout(out, op)
+    if kernel:
+        out = in_kernel_layout(out, op)
     node.replace_all_uses_with(out)
     node.graph.erase_node(node)
     return True
