@@ -125,7 +125,8 @@ def test_derived_cap_below_the_example_is_raised_but_an_option_is_not() -> None:
 
 
 def test_workarounds_are_registered_with_reason_and_upstream() -> None:
-    assert workarounds.__all__ == ["EXECUTORCH_STAGES", "dim_bounds", "dim_order_strides",
+    assert workarounds.__all__ == ["EXECUTORCH_STAGES", "complex_as_real", "dim_bounds",
+                                   "dim_order_strides",
                                    "exact_quotient_bounds", "item_scalars",
                                    "list_return_validator", "lstm_scan", "missing_kernels",
                                    "negative_padding", "partitioner_checks", "python_sym_ops",
@@ -144,12 +145,13 @@ def test_workarounds_are_registered_with_reason_and_upstream() -> None:
     bounds = rows["bound_dynamic_dims"]
     assert bounds.kind == "fx_program_fix" and bounds.stage == "fx_program_fixes"
     for name in ("decompose_missing_kernels", "admit_python_sym_ops",
-                 "item_as_local_scalar_dense"):
+                 "item_as_local_scalar_dense", "complex_as_real"):
         assert rows[name].kind == "fx_program_fix" and rows[name].stage == "fx_program_fixes"
     assert rows["symbolic_empty_as_zeros"].kind == "fx_node_fix"
     attention = rows["attention_in_delegated_ops"]
     assert attention.kind == "fx_node_fix" and attention.stage == "fx_node_fixes"
     assert attention.upstream == "https://github.com/pytorch/executorch/issues/4461"
+    assert rows["complex_as_real"].upstream == "https://github.com/pytorch/executorch/issues/5381"
     for name in ("python_sign_sym_mod", "crop_negative_padding"):
         assert rows[name].kind == "fx_node_fix" and rows[name].stage == "fx_node_fixes"
     merge = rows["executorch.xnnpack:executorch.exir.backend.canonical_partitioners"

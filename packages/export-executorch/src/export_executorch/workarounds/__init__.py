@@ -33,6 +33,9 @@ and the upstream bug:
   ``gelu(approximate="tanh")`` as the exact GELU (a silent error); the tanh form is decomposed.
 - :mod:`.partitioner_checks` — not a workaround: the rejecting ``check_constraints`` wrapper the
   XNNPACK partitioner patches share.
+- :mod:`.complex_as_real` — FX program fix (``fx_program_fixes``): complex tensors (rotary
+  embeddings written with ``polar`` / ``view_as_complex``), which ExecuTorch cannot lower or run,
+  are carried as real ``(..., 2)`` pairs.
 - :mod:`.dim_bounds` — FX program fix (``fx_program_fixes``): a finite range for every dynamic
   dimension, so ExecuTorch plans memory for the inputs the program must accept.
 - :mod:`.dim_order_strides` — ExecuTorch patch (``executorch_patches``): ``to_executorch``
@@ -71,6 +74,7 @@ from __future__ import annotations
 
 from ..stages import EXECUTORCH_STAGES
 from . import (
+    complex_as_real,
     dim_bounds,
     dim_order_strides,
     exact_quotient_bounds,
@@ -97,6 +101,7 @@ from . import (
 
 __all__ = [
     "EXECUTORCH_STAGES",
+    "complex_as_real",
     "dim_bounds",
     "dim_order_strides",
     "exact_quotient_bounds",
