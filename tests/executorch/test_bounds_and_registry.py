@@ -126,15 +126,14 @@ def test_derived_cap_below_the_example_is_raised_but_an_option_is_not() -> None:
 
 def test_workarounds_are_registered_with_reason_and_upstream() -> None:
     assert workarounds.__all__ == ["EXECUTORCH_STAGES", "complex_as_real", "dim_bounds",
-                                   "dim_order_strides",
-                                   "exact_quotient_bounds", "item_scalars",
+                                   "dim_order_strides", "exact_quotient_bounds", "item_scalars",
                                    "list_return_validator", "lstm_scan", "missing_kernels",
-                                   "negative_padding", "partitioner_checks", "python_sym_ops",
-                                   "retrace_contiguity", "scan_buffers", "sym_mod_sign",
-                                   "symbolic_empty", "view_after_sdpa", "view_dynamism",
-                                   "xnnpack_attention", "xnnpack_gelu_tanh", "xnnpack_max_dim",
-                                   "xnnpack_partition_merge", "xnnpack_passthrough",
-                                   "xnnpack_reshape_dims"]
+                                   "negative_padding", "partition_sort", "partitioner_checks",
+                                   "python_sym_ops", "retrace_contiguity", "scan_buffers",
+                                   "sym_mod_sign", "symbolic_empty", "view_after_sdpa",
+                                   "view_dynamism", "xnnpack_attention", "xnnpack_gelu_tanh",
+                                   "xnnpack_max_dim", "xnnpack_partition_merge",
+                                   "xnnpack_passthrough", "xnnpack_reshape_dims"]
     rows = {r.name: r for r in describe(["executorch"])}
     patch = rows["executorch:executorch.exir.verification.arg_validator.EdgeOpArgValidator.call_function"]
     assert patch.kind == "patch" and patch.resolvable, patch.problem
@@ -154,6 +153,8 @@ def test_workarounds_are_registered_with_reason_and_upstream() -> None:
     assert rows["complex_as_real"].upstream == "https://github.com/pytorch/executorch/issues/5381"
     for name in ("python_sign_sym_mod", "crop_negative_padding"):
         assert rows[name].kind == "fx_node_fix" and rows[name].stage == "fx_node_fixes"
+    sort = rows["executorch:executorch.exir.backend.backend_api._create_partitions_in_graph_module"]
+    assert sort.kind == "patch" and sort.stage == "executorch_patches" and sort.resolvable
     merge = rows["executorch.xnnpack:executorch.exir.backend.canonical_partitioners"
                  ".group_partitioner.GroupBasedPartitioner._merge_partitions"]
     assert merge.kind == "patch" and merge.stage == "executorch_patches" and merge.resolvable

@@ -31,6 +31,9 @@ and the upstream bug:
   negative; each remainder becomes ``((a % b) + b) % b``.
 - :mod:`.xnnpack_gelu_tanh` — FX node fix (``fx_node_fixes``, XNNPACK): XNNPACK runs
   ``gelu(approximate="tanh")`` as the exact GELU (a silent error); the tanh form is decomposed.
+- :mod:`.partition_sort` — ExecuTorch patch (``executorch_patches``): ``to_backend``
+  re-copies and re-compiles the whole graph after each partition it creates; each partition's
+  topological sort is done in place and the code regenerated once (hundreds of partitions).
 - :mod:`.partitioner_checks` — not a workaround: the rejecting ``check_constraints`` wrapper the
   XNNPACK partitioner patches share.
 - :mod:`.complex_as_real` — FX program fix (``fx_program_fixes``): complex tensors (rotary
@@ -83,6 +86,7 @@ from . import (
     lstm_scan,
     missing_kernels,
     negative_padding,
+    partition_sort,
     partitioner_checks,
     python_sym_ops,
     retrace_contiguity,
@@ -110,6 +114,7 @@ __all__ = [
     "lstm_scan",
     "missing_kernels",
     "negative_padding",
+    "partition_sort",
     "partitioner_checks",
     "python_sym_ops",
     "retrace_contiguity",
