@@ -1,6 +1,7 @@
 """Complex tensors through ExecuTorch (``complex_as_real``): a rotary embedding written with
-``polar`` / ``view_as_complex`` (Llama 4, DeepSeek-V2) and a module using every op the fix
-rewrites, exported with dynamic shapes on both backends and validated against eager at four
+``polar`` / ``view_as_complex`` (Llama 4, DeepSeek-V2), a module using every elementwise and
+shape op the fix rewrites, and Fourier transforms (FNet's ``fftn``, ``rfft``, WavTokenizer's
+``irfft``, ``ifft``), exported with dynamic shapes on both backends and validated against eager at four
 shapes; the refusals leave the program as captured; without the fix the lowering fails."""
 
 from __future__ import annotations
@@ -50,18 +51,35 @@ class ComplexOps(torch.nn.Module):
                 torch.view_as_real(wide.reshape(c.shape[0], -1)).flatten(1))
 
 
+class Spectral(torch.nn.Module):
+    """``x`` ``(batch, seq, 6)`` -> FNet's mixing ``fftn(x, dim=(1, 2)).real`` ``(batch, seq, 6)``,
+    a one-sided ``rfft`` over the sequence (orthonormal) ``(batch, seq // 2 + 1, 6, 2)``, and
+    WavTokenizer's synthesis: ``irfft`` of a ``polar`` spectrum to 10 samples ``(batch, seq,
+    10)`` and an inverse ``ifft`` (normalised forward) ``(batch, seq, 6, 2)``."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        spectrum = torch.polar(x.abs() + 0.1, x)
+        return (torch.fft.fftn(x, dim=(1, 2)).real,
+                torch.view_as_real(torch.fft.rfft(x, dim=1, norm="ortho")),
+                torch.fft.irfft(spectrum, n=10, dim=-1),
+                torch.view_as_real(torch.fft.ifft(spectrum, norm="forward")))
+
+
 ROTARY = (torch.randn(2, 6, 3, 8),)
 ROTARY_CHECKS = [(torch.randn(1, 4, 3, 8),), (torch.randn(3, 9, 3, 8),), (torch.randn(2, 2, 3, 8),)]
 OPS = (torch.randn(2, 6, 8), torch.randn(2, 6, 8))
 OPS_CHECKS = [(torch.randn(1, 3, 8), torch.randn(1, 3, 8)),
               (torch.randn(3, 10, 8), torch.randn(3, 10, 8)),
               (torch.randn(4, 2, 8), torch.randn(4, 2, 8))]
+SPECTRAL = (torch.randn(2, 7, 6),)
+SPECTRAL_CHECKS = [(torch.randn(1, 4, 6),), (torch.randn(3, 12, 6),), (torch.randn(2, 3, 6),)]
 
 
 @pytest.mark.parametrize("backend", ["xnnpack", "portable"])
 @pytest.mark.parametrize("model, example, checks", [(ComplexRotary, ROTARY, ROTARY_CHECKS),
-                                                    (ComplexOps, OPS, OPS_CHECKS)],
-                         ids=["rotary", "ops"])
+                                                    (ComplexOps, OPS, OPS_CHECKS),
+                                                    (Spectral, SPECTRAL, SPECTRAL_CHECKS)],
+                         ids=["rotary", "ops", "fft"])
 def test_complex_tensors_match_eager_at_every_shape(model, example, checks, backend) -> None:
     report = export_executorch.export(model().eval(), example, backend=backend,
                                       validation_inputs=checks).report
@@ -98,8 +116,14 @@ class ComplexExp(torch.nn.Module):
         return torch.view_as_real(torch.exp(torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))))
 
 
-@pytest.mark.parametrize("model, why", [(ComplexOutput, "output"), (ComplexExp, "exp")],
-                         ids=["complex output", "unsupported op"])
+class PaddedFFT(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.view_as_real(torch.fft.fft(x, n=16))
+
+
+@pytest.mark.parametrize("model, why", [(ComplexOutput, "output"), (ComplexExp, "exp"),
+                                        (PaddedFFT, "fft_fft")],
+                         ids=["complex output", "unsupported op", "padded fft"])
 def test_refusals_leave_the_program_as_captured(model, why) -> None:
     program = _captured(model(), torch.randn(2, 6, 8))
     before = program.graph_module.code
@@ -111,7 +135,8 @@ def test_refusals_leave_the_program_as_captured(model, why) -> None:
 @pytest.mark.parametrize("model, example, message", [
     (ComplexRotary, ROTARY, "polar.default is not in Core ATen"),
     (ComplexOps, OPS, "complex"),
-], ids=["rotary", "ops"])
+    (Spectral, SPECTRAL, "is not in Core ATen"),
+], ids=["rotary", "ops", "fft"])
 def test_without_the_fix_the_lowering_fails(model, example, message) -> None:
     with withheld("executorch", FIX), pytest.raises(LoweringError, match=message):
         export_executorch.export(model().eval(), example, backend="xnnpack")

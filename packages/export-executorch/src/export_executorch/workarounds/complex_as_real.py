@@ -12,7 +12,10 @@ the ``view_as_real`` layout (the trailing axis holds the real and imaginary part
 ``view_as_complex(x)`` is ``x``, ``view_as_real(c)`` is ``c``'s pair, a complex product is
 ``(ar*br - ai*bi, ar*bi + ai*br)``, ``polar(r, t)`` is ``(r*cos t, r*sin t)``, and shape ops keep
 their meaning with the dims counted from the front (a negative dim shifts by one past the pair
-axis). It acts only when every complex node and every reader of one is an op it knows and the
+axis). Fourier transforms (``fft``, ``ifft``, ``rfft``, ``irfft``, ``fftn``, ``ifftn`` and the
+``_fft_*`` prims; FNet's token mixing, WavTokenizer's synthesis), which ExecuTorch has no kernel
+for either, become products with ``cos`` / ``sin`` matrices of ``2 pi (t j mod n) / n`` built in
+the graph from the axis length (a dynamic length stays dynamic), one axis after another. It acts only when every complex node and every reader of one is an op it knows and the
 program neither takes nor returns a complex tensor; otherwise the program is left as captured
 (and the lowering reports the complex op it cannot run).
 
@@ -21,6 +24,8 @@ Source: https://github.com/pytorch/executorch/issues/5381
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -156,10 +161,186 @@ def _source_ok(node: torch.fx.Node) -> bool:
     return _is_complex(node.args[0])
 
 
+_TWO_PI = 2 * math.pi
+_NORMALIZATION = {None: 0, "backward": 0, "ortho": 1, "forward": 2}
+"""A forward transform's ``norm`` as the FFT prims' ``normalization`` (0: none, 1: by the square
+root of the size, 2: by the size); an inverse transform's is mirrored (``"backward"``: 2)."""
+
+
+def _length(x: torch.fx.Node, dim: int, op: Op) -> Any:
+    """The size of a real tensor node's ``dim``: an int, or a ``sym_size`` node."""
+    size = x.meta["val"].shape[dim]
+    return size if isinstance(size, int) else op(_aten.sym_size.int, x, dim)
+
+
+def _half_plus_one(n: Any, op: Op) -> Any:
+    if isinstance(n, int):
+        return n // 2 + 1
+    return op(operator.add, op(operator.floordiv, n, 2), 1)
+
+
+def _dft_matrices(n_in: Any, n_out: Any, n: Any, dtype: torch.dtype, weighted: bool,
+                  op: Op) -> tuple[Any, Any, Any]:
+    """``cos`` and ``sin`` of ``2 pi (t j mod n) / n`` for ``t < n_in`` (rows) and ``j < n_out``
+    (columns), ``(n_in, n_out)`` of ``dtype`` (the product reduced modulo ``n`` in integers, so
+    the angle stays below ``2 pi`` and exact at any length); and ``n`` as a ``dtype`` scalar
+    tensor. ``weighted``: each row ``t`` times 2, but the rows 0 and ``n / 2`` (the one-sided
+    spectrum's bins counted once by an inverse real transform)."""
+    t = op(_aten.arange.default, n_in, dtype=torch.int64)
+    j = op(_aten.arange.default, n_out, dtype=torch.int64)
+    tj = op(_aten.mul.Tensor, op(_aten.unsqueeze.default, t, 1), op(_aten.unsqueeze.default, j, 0))
+    size = op(_aten.scalar_tensor.default, n, dtype=torch.int64)
+    tj = op(_aten.remainder.Tensor, tj, size)
+    real_size = op(_aten._to_copy.default, size, dtype=dtype)
+    angle = op(_aten.div.Tensor, op(_aten.mul.Tensor, op(_aten._to_copy.default, tj, dtype=dtype),
+                                    _TWO_PI), real_size)
+    cos, sin = op(_aten.cos.default, angle), op(_aten.sin.default, angle)
+    if weighted:
+        ends = op(_aten.logical_or.default, op(_aten.eq.Scalar, t, 0),
+                  op(_aten.eq.Tensor, op(_aten.mul.Tensor, t, 2), size))
+        weight = op(_aten.sub.Tensor, op(_aten.full_like.default, t, 2, dtype=dtype),
+                    op(_aten._to_copy.default, ends, dtype=dtype))
+        weight = op(_aten.unsqueeze.default, weight, 1)
+        cos, sin = op(_aten.mul.Tensor, cos, weight), op(_aten.mul.Tensor, sin, weight)
+    return cos, sin, real_size
+
+
+def _along(x: Any, matrix: Any, dim: int, op: Op) -> Any:
+    """``x``'s axis ``dim`` (length ``n_in``) mapped through ``matrix`` ``(n_in, n_out)``."""
+    moved = op(_aten.movedim.int, x, dim, -1)
+    return op(_aten.movedim.int, op(_aten.matmul.default, moved, matrix), -1, dim)
+
+
+def _dft(re: Any, im: Any, dim: int, *, inverse: bool, normalization: int, n_out: Any,
+         n: Any, real_output: bool, op: Op) -> tuple[Any, Any]:
+    """One axis of a discrete Fourier transform of ``re + i im`` (``im`` None: a real signal):
+    ``Y_j = sum_t x_t exp(-+ 2 pi i t j / n)``, ``n_out`` outputs; ``real_output``: the inverse
+    real transform of a one-sided spectrum (only ``Re Y``, the bins between the ends counted
+    twice). Returns ``(Re Y, Im Y)`` (``Im Y`` None for a real output)."""
+    n_in = _length(re, dim, op)
+    dtype = re.meta["val"].dtype
+    cos, sin, size = _dft_matrices(n_in, n_out, n, dtype, real_output, op)
+    a_cos, a_sin = _along(re, cos, dim, op), _along(re, sin, dim, op)
+    if im is None:
+        real, imag = a_cos, (a_sin if inverse else op(_aten.neg.default, a_sin))
+    else:
+        b_cos, b_sin = _along(im, cos, dim, op), _along(im, sin, dim, op)
+        if inverse:  # (a + ib)(cos + i sin)
+            real = op(_aten.sub.Tensor, a_cos, b_sin)
+            imag = op(_aten.add.Tensor, b_cos, a_sin)
+        else:  # (a + ib)(cos - i sin)
+            real = op(_aten.add.Tensor, a_cos, b_sin)
+            imag = op(_aten.sub.Tensor, b_cos, a_sin)
+    if real_output:
+        imag = None
+    if normalization:
+        scale = size if normalization == 2 else op(_aten.sqrt.default, size)
+        real = op(_aten.div.Tensor, real, scale)
+        imag = None if imag is None else op(_aten.div.Tensor, imag, scale)
+    return real, imag
+
+
+def _fft_call(node: torch.fx.Node) -> dict[str, Any] | None:
+    """The FFT ``node`` as ``{x, dims, inverse, normalization, onesided, real_output,
+    last_size}``; None for an FFT call this fix does not cover (a signal length ``n`` / ``s``
+    that pads or trims, except an inverse real transform's output length)."""
+    target, args = node.target, list(node.args)
+    names = {
+        _aten.fft_fft.default: ("x", "n", "dim", "norm"),
+        _aten.fft_ifft.default: ("x", "n", "dim", "norm"),
+        _aten.fft_rfft.default: ("x", "n", "dim", "norm"),
+        _aten.fft_irfft.default: ("x", "n", "dim", "norm"),
+        _aten.fft_fftn.default: ("x", "s", "dim", "norm"),
+        _aten.fft_ifftn.default: ("x", "s", "dim", "norm"),
+        _aten._fft_c2c.default: ("x", "dim", "normalization", "forward"),
+        _aten._fft_r2c.default: ("x", "dim", "normalization", "onesided"),
+        _aten._fft_c2r.default: ("x", "dim", "normalization", "last_dim_size"),
+    }.get(target)
+    if names is None:
+        return None
+    bound = {"n": None, "s": None, "dim": -1, "norm": None, **dict(zip(names, args)),
+             **node.kwargs}
+    x = bound["x"]
+    if not isinstance(x, torch.fx.Node) or not isinstance(x.meta.get("val"), torch.Tensor):
+        return None
+    rank = x.meta["val"].dim()
+    dims = bound["dim"]
+    if dims is None:
+        dims = list(range(rank))
+    dims = [d % rank for d in ([dims] if isinstance(dims, int) else dims)]
+    inverse = target in (_aten.fft_ifft.default, _aten.fft_irfft.default,
+                         _aten.fft_ifftn.default, _aten._fft_c2r.default) or (
+        target is _aten._fft_c2c.default and not bound["forward"])
+    call = {"x": x, "dims": dims, "inverse": inverse, "onesided": False,
+            "real_output": False, "last_size": None}
+    if "normalization" in bound:
+        call["normalization"] = bound["normalization"]
+    elif bound["norm"] in _NORMALIZATION:
+        call["normalization"] = _NORMALIZATION[bound["norm"]]
+        if inverse:
+            call["normalization"] = 2 - call["normalization"]
+    else:
+        return None
+    if target in (_aten.fft_rfft.default, _aten._fft_r2c.default):
+        call["onesided"] = bound.get("onesided", True)
+    if target in (_aten.fft_irfft.default, _aten._fft_c2r.default):
+        call["real_output"] = True
+        call["last_size"] = bound.get("last_dim_size", bound["n"])
+    elif bound["n"] is not None or bound["s"] is not None:
+        return None
+    return call
+
+
+def _fft_ok(node: torch.fx.Node) -> bool:
+    call = _fft_call(node)
+    if call is None or not call["dims"]:
+        return False
+    x = call["x"]
+    if call["real_output"]:
+        return _is_complex(x)
+    return not (call["onesided"] and _is_complex(x))
+
+
+def _fft(node: torch.fx.Node, pairs: Pairs, op: Op) -> Any:
+    """A Fourier transform over ``dims``, one axis after another (the real transforms' one-sided
+    axis last, as the FFT prims do)."""
+    call = _fft_call(node)
+    x, dims = call["x"], call["dims"]
+    re, im = _parts(pairs[x], op) if _is_complex(x) else (x, None)
+    for i, dim in enumerate(dims):
+        last = i == len(dims) - 1
+        real_output = call["real_output"] and last
+        if real_output:
+            bins = _length(re, dim, op)
+            n = call["last_size"]
+            if n is None:
+                n = op(operator.mul, op(operator.sub, bins, 1), 2) if not isinstance(bins, int) \
+                    else 2 * (bins - 1)
+            used = _half_plus_one(n, op)
+            if not (isinstance(used, int) and used == bins):
+                re = op(_aten.slice.Tensor, re, dim, 0, used)
+                im = op(_aten.slice.Tensor, im, dim, 0, used)
+            n_out = n
+        else:
+            n = _length(re, dim, op)
+            n_out = _half_plus_one(n, op) if call["onesided"] and last else n
+        re, im = _dft(re, im, dim, inverse=call["inverse"], normalization=call["normalization"],
+                      n_out=n_out, n=n, real_output=real_output, op=op)
+    return re if call["real_output"] else _pair(re, im, op)
+
+
+_FFT_OPS = (
+    _aten.fft_fft.default, _aten.fft_ifft.default, _aten.fft_rfft.default,
+    _aten.fft_irfft.default, _aten.fft_fftn.default, _aten.fft_ifftn.default,
+    _aten._fft_c2c.default, _aten._fft_r2c.default, _aten._fft_c2r.default,
+)
+
+
 _RULES: dict[Any, tuple[Callable[[torch.fx.Node, Pairs, Op], Any],
                         Callable[[torch.fx.Node], bool]]] = {
     # complex from real
     _aten.view_as_complex.default: (lambda n, p, op: n.args[0], lambda n: True),
+    **{target: (_fft, _fft_ok) for target in _FFT_OPS},
     _aten.polar.default: (
         lambda n, p, op: _pair(op(_aten.mul.Tensor, n.args[0], op(_aten.cos.default, n.args[1])),
                                op(_aten.mul.Tensor, n.args[0], op(_aten.sin.default, n.args[1])),
@@ -255,7 +436,8 @@ def _rewrite(graph: torch.fx.Graph) -> int:
     BACKEND,
     reason="ExecuTorch has no complex kernels, and to_edge cannot re-trace view_as_complex "
     "(no autograd formula for a complex view_as_complex_copy): complex rotary embeddings "
-    "(polar, view_as_complex, complex mul) become arithmetic on real (..., 2) pairs",
+    "(polar, view_as_complex, complex mul) become arithmetic on real (..., 2) pairs, Fourier "
+    "transforms (FNet, WavTokenizer) products with cos / sin matrices",
     upstream="https://github.com/pytorch/executorch/issues/5381",
 )
 def complex_as_real(program: torch.export.ExportedProgram, context: FixContext) -> FixResult:
