@@ -42,16 +42,49 @@ class OrtRunner:
         self.input_names = list(input_names)
         self.order = list(order)
         self.graph_inputs = [i.name for i in self.session.get_inputs()]
+        self.input_shapes = {i.name: i.shape for i in self.session.get_inputs()}
+
+    def _check_static_axes(self, feeds: dict[str, np.ndarray]) -> None:
+        """Refuse an input whose rank, or size on an axis the artifact fixed, differs from the
+        artifact's (ONNX Runtime's own message names neither the axis nor the sizes on its
+        first line).
+
+        Raises:
+            RuntimeLoadError: the input's rank differs, or a static axis has another size.
+        """
+        for name, value in feeds.items():
+            shape = self.input_shapes.get(name)
+            if shape is None:
+                continue
+            if len(shape) != value.ndim:
+                raise RuntimeLoadError(
+                    f"invalid dimensions for input {name}: {value.ndim} axes, the artifact "
+                    f"takes {len(shape)} ({tuple(shape)})", stage="runtime")
+            fixed = [(axis, want, got) for axis, (want, got) in enumerate(zip(shape, value.shape))
+                     if isinstance(want, int) and want != got]
+            if fixed:
+                axes = ", ".join(f"axis {a} is {got}, the artifact fixes it to {want}"
+                                 for a, want, got in fixed)
+                raise RuntimeLoadError(
+                    f"invalid dimensions for input {name} of shape {tuple(value.shape)}: {axes} "
+                    "(an axis not declared dynamic, or one the capture made static because the "
+                    "model's code depends on its size)", stage="runtime")
 
     def __call__(self, inputs: dict[str, Any] | tuple[Any, ...]) -> list[np.ndarray]:
-        """Run on one input set (a dict like the export inputs, or a tuple); returns outputs."""
+        """Run on one input set (a dict like the export inputs, or a tuple); returns outputs.
+
+        Raises:
+            RuntimeLoadError: an input does not fit the artifact's fixed axes, or ONNX Runtime
+                failed to run (its whole message).
+        """
         leaves = flat_feed(inputs, self.order)
         feeds = {}
         for name, value in zip(self.input_names, leaves):
             if name in self.graph_inputs:
                 feeds[name] = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+        self._check_static_axes(feeds)
         try:
             return self.session.run(None, feeds)
         except Exception as e:
-            msg = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+            msg = " ".join(ln.strip() for ln in str(e).splitlines() if ln.strip()) or type(e).__name__
             raise RuntimeLoadError(f"ONNX Runtime failed to run the model: {msg}", stage="runtime") from e
