@@ -22,6 +22,7 @@ from export_executorch.workarounds.exact_quotient_bounds import (
     UPPER_BOUND_TARGETS,
     enumerated_upper_bound,
     exact_quotients,
+    independent_factors,
     tight_upper_bound,
 )
 
@@ -111,3 +112,22 @@ def test_unbounded_intervals_get_the_maximum_over_the_range():
     # input reaches those points, the maximum is over the rest
     assert enumerated_upper_bound(FloorDiv(64, FloorDiv(s, 4)), {s: ValueRanges(2, 16)}) == 64
     assert enumerated_upper_bound(FloorDiv(8, s - 2), {s: ValueRanges(2, 2)}) is None
+
+
+def test_a_product_over_disjoint_symbols_is_maximised_factor_by_factor():
+    """TimeSformer's frame-major reshape ``8*b*(p//8)*(p//(p//8))`` over patches ``p = (h//4) *
+    (w//4)``: 8 x 29 x 29 points exceed the limit, so the whole grid was not enumerated and
+    ExecuTorch planned the example's batch (2); the batch and the patch factor are independent,
+    and their maxima multiply."""
+    b, h, w = sympy.symbols("b h w", integer=True, positive=True)
+    patches = FloorDiv(h, 4) * FloorDiv(w, 4)
+    expr = 8 * b * FloorDiv(patches, 8) * FloorDiv(patches, FloorDiv(patches, 8))
+    ranges = {b: ValueRanges(1, 8), h: ValueRanges(4, 32), w: ValueRanges(4, 32)}
+    constant, factors = independent_factors(expr)
+    assert constant == 8 and len(factors) == 2
+    brute = max(int(expr.xreplace({b: 8, h: sympy.Integer(i), w: sympy.Integer(j)}))
+                for i in range(4, 33) for j in range(4, 33) if (i // 4) * (j // 4) >= 8)
+    assert enumerated_upper_bound(expr, ranges) == brute == 8 * 8 * 64
+    # the product of maxima needs non-negative factors
+    assert enumerated_upper_bound(b * (h - 10), ranges) is None
+    assert enumerated_upper_bound(-1 * b, ranges) is None

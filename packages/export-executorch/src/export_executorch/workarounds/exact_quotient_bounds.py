@@ -45,6 +45,7 @@ __all__ = [
     "UPPER_BOUND_TARGETS",
     "enumerated_upper_bound",
     "exact_quotients",
+    "independent_factors",
     "tight_upper_bound",
 ]
 
@@ -106,13 +107,15 @@ ENUMERATION_LIMIT = 4096
 
 
 @lru_cache(maxsize=1024)
-def _max_over_grid(expr: Any, grid: tuple[tuple[Any, int, int], ...]) -> int | None:
+def _range_over_grid(expr: Any, grid: tuple[tuple[Any, int, int], ...]) -> tuple[int, int] | None:
+    """``(min, max)`` of ``expr`` over the integer points of ``grid`` (``(symbol, lo, hi)``)."""
     import itertools
 
     import sympy
 
     symbols = [sym for sym, _, _ in grid]
-    best: int | None = None
+    low: int | None = None
+    high: int | None = None
     for values in itertools.product(*(range(lo, hi + 1) for _, lo, hi in grid)):
         point = {s: sympy.Integer(v) for s, v in zip(symbols, values, strict=True)}
         try:
@@ -123,8 +126,31 @@ def _max_over_grid(expr: Any, grid: tuple[tuple[Any, int, int], ...]) -> int | N
             continue
         if not value.is_Integer:
             return None
-        best = int(value) if best is None else max(best, int(value))
-    return best
+        low = int(value) if low is None else min(low, int(value))
+        high = int(value) if high is None else max(high, int(value))
+    return None if high is None else (low, high)
+
+
+def independent_factors(expr: Any) -> tuple[Any, list[Any]]:
+    """``expr`` as ``(constant, factors)``: its product's factors without symbols multiplied
+    into ``constant``, the others merged where they share a symbol, so that no two returned
+    factors have a symbol in common (``8*b*(p//8)*(p//(p//8))`` is ``8``, ``[b, (p//8)*(p//(p
+    //8))]``)."""
+    import sympy
+
+    constant = sympy.Integer(1)
+    groups: list[tuple[set[Any], list[Any]]] = []
+    for factor in sympy.Mul.make_args(expr):
+        symbols = set(factor.free_symbols)
+        if not symbols:
+            constant *= factor
+            continue
+        joined = [g for g in groups if g[0] & symbols]
+        for g in joined:
+            groups.remove(g)
+            symbols |= g[0]
+        groups.append((symbols, [f for g in joined for f in g[1]] + [factor]))
+    return constant, [sympy.Mul(*factors) for _, factors in groups]
 
 
 def enumerated_upper_bound(
@@ -134,33 +160,45 @@ def enumerated_upper_bound(
 
     For a size whose interval is unbounded (a quotient by a term whose range reaches 0, such
     as Mamba's chunk length ``L // (L // 256)`` of a padded length ``L``) but whose symbols
-    are bounded: ExecuTorch would take the example's size.
+    are bounded: ExecuTorch would take the example's size. A product of factors over disjoint
+    symbols (:func:`independent_factors`: a batch times a patch count) is maximised one factor
+    at a time, each over its own symbols' points, when every factor is non-negative.
 
     Args:
         expr: a sympy integer expression of sizes.
         var_to_range: the shape environment's ranges of the symbols.
-        limit: the most points to evaluate.
+        limit: the most points to evaluate for one factor.
 
     Returns:
-        The maximum, or ``None`` when a symbol's range is not finite, the points exceed
-        ``limit``, a point does not evaluate to an integer, or none evaluates. Points where
-        the expression divides by zero are skipped: no input reaches them (the eager model
-        would divide by zero too).
+        The maximum, or ``None`` when a symbol's range is not finite, a factor's points exceed
+        ``limit``, a point does not evaluate to an integer, none evaluates, or a factor of a
+        product of several takes a negative value. Points where the expression divides by zero
+        are skipped: no input reaches them (the eager model would divide by zero too).
     """
     import math
 
     import sympy
 
-    grid = []
-    for sym in sorted(expr.free_symbols, key=str):
+    ranges = {}
+    for sym in expr.free_symbols:
         rng = var_to_range.get(sym)
         lo, hi = (getattr(rng, "lower", None), getattr(rng, "upper", None))
         if not (isinstance(lo, sympy.Integer) and isinstance(hi, sympy.Integer)):
             return None
-        grid.append((sym, int(lo), int(hi)))
-    if not grid or math.prod(hi - lo + 1 for _, lo, hi in grid) > limit:
+        ranges[sym] = (int(lo), int(hi))
+    constant, factors = independent_factors(expr)
+    if not factors or not constant.is_Integer or constant < 0:
         return None
-    return _max_over_grid(expr, tuple(grid))
+    bound = int(constant)
+    for factor in factors:
+        grid = tuple((sym, *ranges[sym]) for sym in sorted(factor.free_symbols, key=str))
+        if math.prod(hi - lo + 1 for _, lo, hi in grid) > limit:
+            return None
+        extremes = _range_over_grid(factor, grid)
+        if extremes is None or (len(factors) > 1 and extremes[0] < 0):
+            return None
+        bound *= extremes[1]
+    return bound
 
 
 def tight_upper_bound(expr: Any, var_to_range: dict[Any, Any]) -> int | None:
