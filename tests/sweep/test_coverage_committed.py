@@ -7,6 +7,7 @@ passing without COVERAGE.md being regenerated (``export-sweep coverage``).
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -16,12 +17,14 @@ from export_sweep.results import versions
 from export_sweep.sweep.backends import ALL_BACKENDS, BACKENDS
 from export_sweep.sweep.coverage import parse_coverage, parse_generation, parse_versions
 from export_sweep.sweep.generate import generative_types
+from export_sweep.sweep.job import MIN_VALIDATED_SHAPES
 from export_sweep.sweep.run import STATUSES
 from export_sweep.sweep.subsets import SUBSETS
 from export_sweep.zoo.catalog import base_model_types
 
 ROOT = Path(__file__).resolve().parents[2]
 COVERAGE = ROOT / "COVERAGE.md"
+EXPORT_RESULTS = (ROOT / "coverage" / "sweep-results.json", ROOT / "coverage" / "portable-results.json")
 
 
 def test_coverage_lists_every_base_model_type_on_every_backend() -> None:
@@ -55,6 +58,19 @@ def test_every_measured_type_has_both_backends() -> None:
         row = table[model_type]
         assert set(BACKENDS) <= set(row) <= set(ALL_BACKENDS), model_type
         assert set(row.values()) <= set(STATUSES), (model_type, row)
+
+
+def test_every_recorded_pass_was_validated_at_two_shapes() -> None:
+    """A pass in the export results behind COVERAGE.md says how many input sets were compared
+    with eager, and it is at least two (records from before the count existed are re-measured)."""
+    unverified = {}
+    for path in EXPORT_RESULTS:
+        for model_type, record in json.loads(path.read_text())["results"].items():
+            for backend, result in record.get("backends", {}).items():
+                if result["status"] in ("pass", "xpass") and (
+                        result.get("validated_shapes", 0) < MIN_VALIDATED_SHAPES):
+                    unverified[f"{model_type}/{backend}"] = result.get("validated_shapes")
+    assert not unverified, unverified
 
 
 def test_generation_section_covers_every_generative_type() -> None:
