@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -240,25 +241,56 @@ def _dft(re: Any, im: Any, dim: int, *, inverse: bool, normalization: int, n_out
     return real, imag
 
 
-def _fft_call(node: torch.fx.Node) -> dict[str, Any] | None:
-    """The FFT ``node`` as ``{x, dims, inverse, normalization, onesided, real_output,
-    last_size}``; None for an FFT call this fix does not cover (a signal length ``n`` / ``s``
-    that pads or trims, except an inverse real transform's output length)."""
-    target, args = node.target, list(node.args)
-    names = {
-        _aten.fft_fft.default: ("x", "n", "dim", "norm"),
-        _aten.fft_ifft.default: ("x", "n", "dim", "norm"),
-        _aten.fft_rfft.default: ("x", "n", "dim", "norm"),
-        _aten.fft_irfft.default: ("x", "n", "dim", "norm"),
-        _aten.fft_fftn.default: ("x", "s", "dim", "norm"),
-        _aten.fft_ifftn.default: ("x", "s", "dim", "norm"),
-        _aten._fft_c2c.default: ("x", "dim", "normalization", "forward"),
-        _aten._fft_r2c.default: ("x", "dim", "normalization", "onesided"),
-        _aten._fft_c2r.default: ("x", "dim", "normalization", "last_dim_size"),
-    }.get(target)
+_FFT_SIGNATURES = {
+    _aten.fft_fft.default: ("x", "n", "dim", "norm"),
+    _aten.fft_ifft.default: ("x", "n", "dim", "norm"),
+    _aten.fft_rfft.default: ("x", "n", "dim", "norm"),
+    _aten.fft_irfft.default: ("x", "n", "dim", "norm"),
+    _aten.fft_fftn.default: ("x", "s", "dim", "norm"),
+    _aten.fft_ifftn.default: ("x", "s", "dim", "norm"),
+    _aten._fft_c2c.default: ("x", "dim", "normalization", "forward"),
+    _aten._fft_r2c.default: ("x", "dim", "normalization", "onesided"),
+    _aten._fft_c2r.default: ("x", "dim", "normalization", "last_dim_size"),
+}
+"""The Fourier transform ops the fix rewrites, with their positional argument names."""
+_INVERSE = {_aten.fft_ifft.default, _aten.fft_irfft.default, _aten.fft_ifftn.default,
+            _aten._fft_c2r.default}
+_ONESIDED = {_aten.fft_rfft.default, _aten._fft_r2c.default}
+_REAL_OUTPUT = {_aten.fft_irfft.default, _aten._fft_c2r.default}
+
+
+@dataclass(frozen=True)
+class FftCall:
+    """One Fourier transform call, in the FFT prims' terms.
+
+    Attributes:
+        x: the signal node (real, or complex for a complex or inverse real transform).
+        dims: the transformed axes, non-negative, in order.
+        inverse: ``exp(+2 pi i t j / n)`` (else ``-``).
+        normalization: 0 none, 1 by the square root of the length, 2 by the length.
+        onesided: a real forward transform keeps the bins ``0 .. n // 2`` of its last axis.
+        real_output: an inverse real transform (``irfft``): its last axis is real.
+        last_size: the inverse real transform's output length (None: ``2 * (bins - 1)``).
+    """
+
+    x: torch.fx.Node
+    dims: list[int]
+    inverse: bool
+    normalization: int
+    onesided: bool = False
+    real_output: bool = False
+    last_size: Any = None
+
+
+def _fft_call(node: torch.fx.Node) -> FftCall | None:
+    """The FFT ``node`` as an :class:`FftCall`; None for an FFT call this fix does not cover (a
+    signal length ``n`` / ``s`` that pads or trims, except an inverse real transform's output
+    length)."""
+    target = node.target
+    names = _FFT_SIGNATURES.get(target)
     if names is None:
         return None
-    bound = {"n": None, "s": None, "dim": -1, "norm": None, **dict(zip(names, args)),
+    bound = {"n": None, "s": None, "dim": -1, "norm": None, **dict(zip(names, node.args)),
              **node.kwargs}
     x = bound["x"]
     if not isinstance(x, torch.fx.Node) or not isinstance(x.meta.get("val"), torch.Tensor):
@@ -268,51 +300,44 @@ def _fft_call(node: torch.fx.Node) -> dict[str, Any] | None:
     if dims is None:
         dims = list(range(rank))
     dims = [d % rank for d in ([dims] if isinstance(dims, int) else dims)]
-    inverse = target in (_aten.fft_ifft.default, _aten.fft_irfft.default,
-                         _aten.fft_ifftn.default, _aten._fft_c2r.default) or (
-        target is _aten._fft_c2c.default and not bound["forward"])
-    call = {"x": x, "dims": dims, "inverse": inverse, "onesided": False,
-            "real_output": False, "last_size": None}
+    inverse = target in _INVERSE or (target is _aten._fft_c2c.default and not bound["forward"])
     if "normalization" in bound:
-        call["normalization"] = bound["normalization"]
+        normalization = bound["normalization"]
     elif bound["norm"] in _NORMALIZATION:
-        call["normalization"] = _NORMALIZATION[bound["norm"]]
-        if inverse:
-            call["normalization"] = 2 - call["normalization"]
+        normalization = _NORMALIZATION[bound["norm"]]
+        normalization = 2 - normalization if inverse else normalization
     else:
         return None
-    if target in (_aten.fft_rfft.default, _aten._fft_r2c.default):
-        call["onesided"] = bound.get("onesided", True)
-    if target in (_aten.fft_irfft.default, _aten._fft_c2r.default):
-        call["real_output"] = True
-        call["last_size"] = bound.get("last_dim_size", bound["n"])
-    elif bound["n"] is not None or bound["s"] is not None:
+    if target not in _REAL_OUTPUT and (bound["n"] is not None or bound["s"] is not None):
         return None
-    return call
+    return FftCall(x, dims, inverse, normalization,
+                   onesided=target in _ONESIDED and bound.get("onesided", True),
+                   real_output=target in _REAL_OUTPUT,
+                   last_size=bound.get("last_dim_size", bound["n"]) if target in _REAL_OUTPUT
+                   else None)
 
 
 def _fft_ok(node: torch.fx.Node) -> bool:
     call = _fft_call(node)
-    if call is None or not call["dims"]:
+    if call is None or not call.dims:
         return False
-    x = call["x"]
-    if call["real_output"]:
-        return _is_complex(x)
-    return not (call["onesided"] and _is_complex(x))
+    if call.real_output:
+        return _is_complex(call.x)
+    return not (call.onesided and _is_complex(call.x))
 
 
 def _fft(node: torch.fx.Node, pairs: Pairs, op: Op) -> Any:
     """A Fourier transform over ``dims``, one axis after another (the real transforms' one-sided
     axis last, as the FFT prims do)."""
     call = _fft_call(node)
-    x, dims = call["x"], call["dims"]
+    x, dims = call.x, call.dims
     re, im = _parts(pairs[x], op) if _is_complex(x) else (x, None)
     for i, dim in enumerate(dims):
         last = i == len(dims) - 1
-        real_output = call["real_output"] and last
+        real_output = call.real_output and last
         if real_output:
             bins = _length(re, dim, op)
-            n = call["last_size"]
+            n = call.last_size
             if n is None:
                 n = op(operator.mul, op(operator.sub, bins, 1), 2) if not isinstance(bins, int) \
                     else 2 * (bins - 1)
@@ -323,24 +348,17 @@ def _fft(node: torch.fx.Node, pairs: Pairs, op: Op) -> Any:
             n_out = n
         else:
             n = _length(re, dim, op)
-            n_out = _half_plus_one(n, op) if call["onesided"] and last else n
-        re, im = _dft(re, im, dim, inverse=call["inverse"], normalization=call["normalization"],
+            n_out = _half_plus_one(n, op) if call.onesided and last else n
+        re, im = _dft(re, im, dim, inverse=call.inverse, normalization=call.normalization,
                       n_out=n_out, n=n, real_output=real_output, op=op)
-    return re if call["real_output"] else _pair(re, im, op)
-
-
-_FFT_OPS = (
-    _aten.fft_fft.default, _aten.fft_ifft.default, _aten.fft_rfft.default,
-    _aten.fft_irfft.default, _aten.fft_fftn.default, _aten.fft_ifftn.default,
-    _aten._fft_c2c.default, _aten._fft_r2c.default, _aten._fft_c2r.default,
-)
+    return re if call.real_output else _pair(re, im, op)
 
 
 _RULES: dict[Any, tuple[Callable[[torch.fx.Node, Pairs, Op], Any],
                         Callable[[torch.fx.Node], bool]]] = {
     # complex from real
     _aten.view_as_complex.default: (lambda n, p, op: n.args[0], lambda n: True),
-    **{target: (_fft, _fft_ok) for target in _FFT_OPS},
+    **{target: (_fft, _fft_ok) for target in _FFT_SIGNATURES},
     _aten.polar.default: (
         lambda n, p, op: _pair(op(_aten.mul.Tensor, n.args[0], op(_aten.cos.default, n.args[1])),
                                op(_aten.mul.Tensor, n.args[0], op(_aten.sin.default, n.args[1])),
