@@ -326,3 +326,21 @@ def test_zero_initialised_linears_get_random_weights() -> None:
     torch.nn.init.zeros_(again.weight)
     _randomize_zero_linears(torch.nn.ModuleDict({"router": again}), seed=0)
     assert torch.equal(again.weight, router.weight)  # seeded
+
+
+def test_norms_initialised_near_zero_get_unit_scales() -> None:
+    from export_sweep.zoo.build import _unit_scale_norms
+
+    degenerate, sound = torch.nn.BatchNorm2d(4), torch.nn.LayerNorm(8)
+    group, zero_centred = torch.nn.GroupNorm(2, 4), torch.nn.Linear(4, 4)
+    torch.nn.init.normal_(degenerate.weight, std=0.01)  # RT-DETR's encoder initialisation
+    torch.nn.init.normal_(sound.weight, mean=1.0, std=0.02)
+    torch.nn.init.zeros_(group.weight)
+    before = sound.weight.clone()
+    bias = degenerate.bias.clone()
+    model = torch.nn.ModuleDict({"bn": degenerate, "ln": sound, "gn": group, "proj": zero_centred})
+    assert _unit_scale_norms(model) == ["bn.weight", "gn.weight"]
+    assert torch.equal(degenerate.weight, torch.ones(4)) and torch.equal(group.weight, torch.ones(4))
+    assert torch.equal(degenerate.bias, bias) and torch.equal(degenerate.running_var, torch.ones(4))
+    assert torch.equal(sound.weight, before)
+    assert _unit_scale_norms(model) == []  # idempotent

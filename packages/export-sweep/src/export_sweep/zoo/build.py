@@ -299,6 +299,7 @@ def _build_once(
     torch.manual_seed(seed)
     model, impl = _instantiate(cls, config, model_type)
     _randomize_zero_linears(model, seed)
+    _unit_scale_norms(model)
     outputs: list[Any] = []
 
     def check(inputs: dict[str, Any]) -> None:
@@ -351,6 +352,46 @@ def _randomize_zero_linears(model: torch.nn.Module, seed: int) -> list[str]:
             ):
                 noise = torch.randn(weight.shape, generator=generator, dtype=torch.float32)
                 weight.copy_((noise * 0.02).to(weight.dtype))
+                changed.append(f"{name}.weight")
+    return changed
+
+
+_NORMS = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.GroupNorm, torch.nn.LayerNorm,
+          torch.nn.modules.instancenorm._InstanceNorm)
+"""Normalisations whose ``weight`` multiplies the normalised input as is (no ``1 + weight``)."""
+
+NEAR_ZERO_SCALE = 0.1
+"""A norm whose every scale is below this (in absolute value) initialised degenerate."""
+
+
+def _unit_scale_norms(model: torch.nn.Module) -> list[str]:
+    """Set to one the scales of every norm layer whose scales all initialised near zero.
+
+    Some models initialise a ``BatchNorm2d`` / ``GroupNorm`` / ``LayerNorm`` weight like a
+    projection, ``N(0, initializer_range)`` (RT-DETR's and D-FINE's encoders: gammas about 0.01).
+    Each such norm then shrinks its features a hundredfold; a few in a row leave the query
+    selection's scores equal to float32 rounding, so which queries ``top-k`` keeps depends on
+    the runtime's summation order, not on the model (ONNX Runtime and eager pick different
+    boxes). A checkpoint's gammas are of order one, so the tiny model's must be too. Only the
+    ``torch.nn`` classes (the weight scales the output as is) whose scales all lie below
+    :data:`NEAR_ZERO_SCALE` are changed; biases, running statistics and zero-centred norms
+    (``1 + weight``, Gemma's RMSNorm) are left as initialised.
+
+    Returns:
+        the names of the reset weights (``"<module>.weight"``).
+    """
+    changed: list[str] = []
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            weight = getattr(module, "weight", None)
+            if (
+                isinstance(module, _NORMS)
+                and isinstance(weight, torch.Tensor)
+                and weight.is_floating_point()
+                and weight.numel() > 0
+                and bool((weight.abs() < NEAR_ZERO_SCALE).all())
+            ):
+                weight.fill_(1.0)
                 changed.append(f"{name}.weight")
     return changed
 
