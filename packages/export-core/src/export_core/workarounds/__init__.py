@@ -50,6 +50,8 @@ Modules, one concern each:
   without guards (no shape pinned by metadata).
 - :mod:`.moe_experts`: mixture-of-experts layers through the ``batched_mm`` experts
   implementation (no ``histc``, no ``grouped_mm_fallback`` custom op, no data-dependent loop).
+- :mod:`.vjepa2_mask_tokens`: V-JEPA 2's predictor target tokens expanded to the masks' shapes
+  (no size read from the target mask's values).
 """
 
 from __future__ import annotations
@@ -77,10 +79,11 @@ from . import (
                tensor_metadata_contiguity,
                vision_position_ids,
                vision_window_index,
+               vjepa2_mask_tokens,
 )
 
 __all__ = [
     "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask", "mask_broadcast",
     "moe_experts", "packed_vision_attention", "per_item_split", "pixel_shuffle_ints", "pixtral_image_batch", "recurrence_scan",
     "rnn_while_loop", "scan_reductions", "static_cache", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
-    "vision_position_ids", "vision_window_index"]
+    "vision_position_ids", "vision_window_index", "vjepa2_mask_tokens"]
