@@ -79,14 +79,14 @@ class PatchSession:
 MARKS_OWN_FIRING = "__marks_own_firing__"
 """Attribute a replacement sets (to ``True``) when it calls ``session.mark_fired`` itself, only
 when it acts: a replacement called for every node or op (a dispatcher) would otherwise count as
-fired in every export."""
+fired in every export, and a replacement that is not a function (a table) as fired on install."""
 
 
 def _wrap(record: Workaround, replacement: Any, session: PatchSession) -> Any:
+    if getattr(replacement, MARKS_OWN_FIRING, False):
+        return replacement
     if not callable(replacement) or isinstance(replacement, type):
         session.mark_fired(record.name)
-        return replacement
-    if getattr(replacement, MARKS_OWN_FIRING, False):
         return replacement
 
     @functools.wraps(replacement)

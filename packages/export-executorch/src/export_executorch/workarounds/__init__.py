@@ -55,6 +55,9 @@ and the upstream bug:
 - :mod:`.python_sym_ops` — FX program fix (``fx_program_fixes``): the edge verifier rejects the
   Python symbolic-size functions (``torch.sym_max``, ...) that ExecuTorch runs as prim ops; the
   lowering admits the ones the program calls.
+- :mod:`.view_copy_fake_rules` — ExecuTorch patch (``executorch_patches``): the ``_copy`` twins
+  the lowering swaps views for (``slice_copy``, ``select_copy``) get their view's fake rule, which
+  does not guard on sizes read from tensor data (``x[1:]`` on Qwen2.5-VL's window index).
 - :mod:`.lstm_scan` — FX program fix (``fx_program_fixes``): ``lstm``, which the edge lowering
   unrolls over the example's time steps (a pinned time axis), becomes a ``scan``
   over time that ExecuTorch emits as a loop.
@@ -94,6 +97,7 @@ from . import (
     sym_mod_sign,
     symbolic_empty,
     view_after_sdpa,
+    view_copy_fake_rules,
     view_dynamism,
     xnnpack_attention,
     xnnpack_gelu_tanh,
@@ -122,6 +126,7 @@ __all__ = [
     "sym_mod_sign",
     "symbolic_empty",
     "view_after_sdpa",
+    "view_copy_fake_rules",
     "view_dynamism",
     "xnnpack_attention",
     "xnnpack_gelu_tanh",
