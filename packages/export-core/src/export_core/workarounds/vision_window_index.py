@@ -12,6 +12,13 @@ sort key (image, frame, window row, window column, row in window, column in wind
 order is the ``argsort`` of that key, and the window boundaries are where the sorted window id
 changes. Only the total number of merged tokens becomes an unbacked size (one ``.item()``), which
 ``torch.export`` carries as a symbol instead of guarding on it.
+
+That symbol has no upper bound, which ExecuTorch needs to plan memory (``Cannot evaluate a finite
+upper bound``). The window order is a permutation of the merged tokens of the patches the tower
+embeds, so :func:`window_order_of_every_token` checks, where the order is applied
+(``permute_input_for_window_attn``), that its length is the patch count over the merge unit, and
+that the permuted tensor has one row per patch (the rotary table's rows are the other count read
+from ``grid_thw``): both are then expressions of the input's patch axis and bounded with it.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ import torch
 
 from ..registry import register_patch
 
-__all__ = ["WINDOW_INDEX_TARGETS", "window_index"]
+__all__ = ["WINDOW_INDEX_TARGETS", "WINDOW_PERMUTE_TARGETS", "window_index",
+           "window_order_of_every_token"]
 
 WINDOW_INDEX_TARGETS: tuple[str, ...] = (
     "transformers.vision_utils.get_vision_window_index",
@@ -128,3 +136,50 @@ def loop_free_window_index(original: Any) -> Any:
         https://github.com/pytorch/pytorch/issues/158786
     """
     return window_index
+
+
+WINDOW_PERMUTE_TARGETS: tuple[str, ...] = (
+    "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl."
+    "Qwen2_5_VisionTransformerPretrainedModel.permute_input_for_window_attn",
+    "transformers.models.qwen2_5_omni.modeling_qwen2_5_omni."
+    "Qwen2_5OmniVisionEncoder.permute_input_for_window_attn",
+    "transformers.models.exaone4_5.modeling_exaone4_5."
+    "Exaone4_5_VisionModel.permute_input_for_window_attn",
+)
+"""Every vision tower of transformers 5.24 that reorders its tokens by ``window_index``."""
+
+
+@register_patch(
+    "dynamo",
+    *WINDOW_PERMUTE_TARGETS,
+    reason=(
+        "the window order's length is a size read from grid_thw's values, with no upper bound, "
+        "which ExecuTorch cannot plan memory for; the order is checked to cover every merged "
+        "token (seq_len // spatial_merge_unit), which bounds it by the input's patch axis"
+    ),
+    upstream="https://github.com/pytorch/pytorch/issues/158786",
+    versions=("transformers", ">=5,<6"),
+)
+def window_order_of_every_token(original: Any) -> Any:
+    """Wrap ``permute_input_for_window_attn(self, input_tensor, window_index, seq_len)``.
+
+    ``input_tensor`` ``(seq_len, ...)``: patches, ``spatial_merge_unit`` per merged token (the
+    hidden states, or the rotary tables of ``get_vision_position_ids``' one position per
+    patch, whose count is also read from ``grid_thw``); ``window_index`` ``(merged_tokens,)``
+    int64. Before the original runs, ``torch._check(input_tensor.size(0) == seq_len)`` and
+    ``torch._check(merged_tokens == seq_len // spatial_merge_unit)``: true of every input the
+    original accepts (one row per patch; the order is a permutation of the merged tokens, and a
+    shorter one would make its ``reshape(seq_len, -1)`` fail or mix rows). Under
+    ``torch.export`` they tie both counts read from data to the input's patch axis.
+
+    Source:
+        https://github.com/pytorch/pytorch/issues/158786
+    """
+
+    def permute_input_for_window_attn(self: Any, input_tensor: torch.Tensor,
+                                      window_index: torch.Tensor, seq_len: int) -> torch.Tensor:
+        torch._check(input_tensor.size(0) == seq_len)
+        torch._check(window_index.size(0) == seq_len // self.spatial_merge_unit)
+        return original(self, input_tensor, window_index, seq_len)
+
+    return permute_input_for_window_attn

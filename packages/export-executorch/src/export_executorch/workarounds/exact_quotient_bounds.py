@@ -22,8 +22,11 @@ quotient (and ``0``), bounds that, and keeps the smaller of the two upper bounds
 the example-size fallback is not, and is replaced). A size with no exact form whose interval is
 unbounded (Mamba-2's chunk length ``L // (L // 256)`` of a padded length ``L``: the example's
 size, 256, where two chunks make 512) gets the maximum over every point of its symbols' ranges
-when those are at most :data:`ENUMERATION_LIMIT` points. Any other size keeps ExecuTorch's
-bound.
+when those are at most :data:`ENUMERATION_LIMIT` points. A size read from tensor data (an
+unbacked symbol, unbounded) that the program asserts equal to an expression of the inputs' sizes
+(``torch._check(u == n // 4)``: Qwen2.5-VL's window order, one per merged token) is bounded as
+that expression (:func:`asserted_sizes`); ExecuTorch does not read the assertions and fails
+("Cannot evaluate a finite upper bound"). Any other size keeps ExecuTorch's bound.
 
 Upstream: ExecuTorch bounds sizes by ``bound_sympy`` since
 https://github.com/pytorch/executorch/pull/264; the interval of a quotient of correlated terms
@@ -43,6 +46,7 @@ from ..stages import BACKEND
 __all__ = [
     "ENUMERATION_LIMIT",
     "UPPER_BOUND_TARGETS",
+    "asserted_sizes",
     "enumerated_upper_bound",
     "exact_quotients",
     "independent_factors",
@@ -201,6 +205,43 @@ def enumerated_upper_bound(
     return bound
 
 
+def asserted_sizes(shape_env: Any) -> dict[Any, Any]:
+    """The sizes read from tensor data that the program asserts equal to an expression of
+    input sizes.
+
+    Args:
+        shape_env: the ``ShapeEnv`` of the program's fake values; its
+            ``deferred_runtime_asserts`` are the ``_assert_scalar`` nodes' expressions.
+
+    Returns:
+        ``{u: e}`` for each assertion ``Eq(u, e)`` (either side) where ``u`` is an unbacked
+        symbol and ``e`` has no unbacked symbol: every run of the program has ``u == e`` (the
+        assertion fails otherwise), so ``e``'s bound is ``u``'s.
+    """
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    sizes: dict[Any, Any] = {}
+    for asserts in shape_env.deferred_runtime_asserts.values():
+        for ra in asserts:
+            expr = ra.expr
+            if not isinstance(expr, sympy.Eq):
+                continue
+            for lhs, rhs in (expr.args, expr.args[::-1]):
+                if (isinstance(lhs, sympy.Symbol) and free_unbacked_symbols(lhs)
+                        and not free_unbacked_symbols(rhs)):
+                    sizes.setdefault(lhs, rhs)
+    return sizes
+
+
+def _finite_upper(expr: Any, var_to_range: dict[Any, Any]) -> int | None:
+    import sympy
+    from torch.utils._sympy.value_ranges import bound_sympy
+
+    upper = bound_sympy(sympy.sympify(expr), var_to_range).upper
+    return int(upper) if isinstance(upper, sympy.Integer) else None
+
+
 def tight_upper_bound(expr: Any, var_to_range: dict[Any, Any]) -> int | None:
     """The upper bound of :func:`exact_quotients` of ``expr`` over ``var_to_range``; ``None``
     when nothing was rewritten or the bound is not finite."""
@@ -247,8 +288,13 @@ def _register(target: str) -> None:
 
             node = maybe_symint.node
             expr, ranges = node.expr, node.shape_env.var_to_range
-            tight = tight_upper_bound(expr, ranges)
             finite = isinstance(bound_sympy(expr, ranges).upper, sympy.Integer)
+            if not finite:
+                # sizes read from data that the program asserts equal to input sizes
+                expr = expr.xreplace(asserted_sizes(node.shape_env))
+            tight = tight_upper_bound(expr, ranges)
+            if tight is None and expr is not node.expr:
+                tight = _finite_upper(expr, ranges)
             if tight is None and not finite:
                 # no exact form: the maximum over the symbols' ranges, where they are few
                 tight = enumerated_upper_bound(expr, ranges)
