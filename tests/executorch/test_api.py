@@ -204,6 +204,23 @@ def test_waveform_default_cap_grows_to_the_example_and_drops_larger_sets() -> No
                                  backend="portable", max_audio_samples=600)
 
 
+def test_no_admissible_validation_set_falls_back_to_derived_shapes() -> None:
+    """Every given set is longer than the 640 samples the program plans for: the export is
+    validated at shapes derived from its bounds instead of at its example alone."""
+    g = torch.Generator().manual_seed(0)
+    example, longer = torch.randn(2, 640, generator=g), torch.randn(3, 800, generator=g)
+    result = export_executorch.export(
+        _Waveform().eval(), {"input_values": example}, backend="portable",
+        validation_inputs=[{"input_values": longer}])
+    report = result.report
+    shapes = [c["shapes"]["input_values"] for c in report["validation"]["checks"]]
+    assert report["validation"]["passed"] is True
+    assert shapes[0] == [2, 640] and len(shapes) >= 2
+    assert all(b <= 8 and n <= 640 for b, n in shapes[1:]) and [3, 800] not in shapes
+    assert report["validation_sets_skipped"] == 1
+    assert report["validation_sets_derived"] == len(shapes) - 1
+
+
 def test_leaves_that_are_not_tensors_are_not_artifact_outputs() -> None:
     """A ``None`` inside the output tree (a ``ModelOutput`` tuple field a layer leaves unset)
     or a Python int (a spatial size) is an output of the ExecuTorch program but no eager leaf:

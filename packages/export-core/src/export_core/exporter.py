@@ -543,6 +543,8 @@ class DynamoExporter:
             validate: compare with eager PyTorch (``False``: the report's validation is
                 ``{"status": "skipped", "passed": null}``).
             validation_inputs: further input sets at other shapes (ignored by a static export).
+                When the program's bounds admit none of them, the shapes derived from the
+                dynamic axes are validated instead (the report's ``validation_sets_derived``).
             task: recorded in the report.
             capture: a capture of ``model`` on ``inputs`` made earlier (by :meth:`capture`,
                 with the same dynamic-shape options): its program is copied and lowered, so
@@ -625,7 +627,18 @@ class DynamoExporter:
                             extra = list(validation_inputs)
                         else:
                             extra = resized_inputs(capture.program, inputs)
-                        sets = [inputs, *self.admissible_validation_sets(capture, lowered, inputs, extra, run)]
+                        admissible = self.admissible_validation_sets(capture, lowered, inputs, extra, run)
+                        if not admissible and extra and not static and validation_inputs:
+                            # every given set lies outside what the program accepts (the bounds
+                            # a model guard gave an axis): the shapes derived from its bounds
+                            skipped = report.extra.get("validation_sets_skipped")
+                            admissible = self.admissible_validation_sets(
+                                capture, lowered, inputs, resized_inputs(capture.program, inputs), run)
+                            report.extra["validation_sets_skipped"] = skipped
+                            report.extra["validation_sets_derived"] = len(admissible)
+                            self.warn(f"warning: no validation input set fits the program's bounds; "
+                                      f"validating at {len(admissible)} derived set(s) instead")
+                        sets = [inputs, *admissible]
                         # eager reference: the traced module (the model behind its signature
                         # adapter, with the constant kwargs), so both sides compute the same outputs
                         repacks = output_repacks(capture.patches)
