@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..stages import ONNX_STAGES
 from . import (
     complex_shape_ops,
+    constant_outputs,
     contiguous_clone,
     identity_constants,
     mixed_dtype_arith,
@@ -29,6 +30,7 @@ from . import (
 __all__ = [
     "ONNX_STAGES",
     "complex_shape_ops",
+    "constant_outputs",
     "contiguous_clone",
     "identity_constants",
     "mixed_dtype_arith",
