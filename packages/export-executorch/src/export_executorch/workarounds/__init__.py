@@ -58,6 +58,8 @@ and the upstream bug:
 - :mod:`.view_copy_fake_rules` — ExecuTorch patch (``executorch_patches``): the ``_copy`` twins
   the lowering swaps views for (``slice_copy``, ``select_copy``) get their view's fake rule, which
   does not guard on sizes read from tensor data (``x[1:]`` on Qwen2.5-VL's window index).
+- :mod:`.long_indices` — FX node fix (``fx_node_fixes``): the edge dialect takes
+  ``scatter_add``'s index as int64 only; an int32 index is cast.
 - :mod:`.lstm_scan` — FX program fix (``fx_program_fixes``): ``lstm``, which the edge lowering
   unrolls over the example's time steps (a pinned time axis), becomes a ``scan``
   over time that ExecuTorch emits as a loop.
@@ -86,6 +88,7 @@ from . import (
     exact_quotient_bounds,
     item_scalars,
     list_return_validator,
+    long_indices,
     lstm_scan,
     missing_kernels,
     negative_padding,
@@ -115,6 +118,7 @@ __all__ = [
     "exact_quotient_bounds",
     "item_scalars",
     "list_return_validator",
+    "long_indices",
     "lstm_scan",
     "missing_kernels",
     "negative_padding",
