@@ -80,6 +80,28 @@ def test_resized_inputs_follow_symbols():
     assert lowest["x"].shape == (1, 1, 4)
 
 
+class WholeFrames(torch.nn.Module):
+    """``x`` ``(batch, frames, 4)`` float32 -> ``(batch, frames // 2)``: pairs of frames summed.
+    Eager refuses an odd frame count, as audio encoders refuse frames that are no multiple of
+    their subsampling factor; the check is skipped while exporting, so the capture does not
+    see it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not torch.compiler.is_exporting() and x.shape[1] % 2:
+            raise ValueError(f"frames ({x.shape[1]}) must be a multiple of 2")
+        return x.reshape(x.shape[0], x.shape[1] // 2, 8).sum(-1)
+
+
+def test_derived_validation_sets_the_model_refuses_are_left_out():
+    """The derived sets are 9 frames (refused) and 1 (refused): the export is validated at its
+    example, the report counts the refusals, and nothing fails."""
+    result = DynamoExporter().export(WholeFrames().eval(), (torch.randn(2, 8, 4),))
+    report = result.report
+    assert report["validation"]["passed"] is True
+    assert report["validation_sets_refused_by_model"] == 2
+    assert [c["shapes"]["0"] for c in report["validation"]["checks"]] == [[2, 8, 4]]
+
+
 def test_cache_pytree_roundtrip_for_every_cache_class():
     from transformers import DynamicCache, EncoderDecoderCache, LlamaConfig
 

@@ -626,14 +626,15 @@ class DynamoExporter:
                         elif validation_inputs is not None:
                             extra = list(validation_inputs)
                         else:
-                            extra = resized_inputs(capture.program, inputs)
+                            extra = _derived_validation_sets(capture, inputs, report)
                         admissible = self.admissible_validation_sets(capture, lowered, inputs, extra, run)
                         if not admissible and extra and not static and validation_inputs:
                             # every given set lies outside what the program accepts (the bounds
                             # a model guard gave an axis): the shapes derived from its bounds
                             skipped = report.extra.get("validation_sets_skipped")
                             admissible = self.admissible_validation_sets(
-                                capture, lowered, inputs, resized_inputs(capture.program, inputs), run)
+                                capture, lowered, inputs,
+                                _derived_validation_sets(capture, inputs, report), run)
                             report.extra["validation_sets_skipped"] = skipped
                             report.extra["validation_sets_derived"] = len(admissible)
                             self.warn(f"warning: no validation input set fits the program's bounds; "
@@ -901,6 +902,28 @@ class ExportResult:
     program: Any
     exported_program: torch.export.ExportedProgram | None = None
     validation: ValidationResult | None = None
+
+
+def _derived_validation_sets(capture: CaptureResult, inputs: dict[str, Any] | tuple[Any, ...],
+                             report: ExportReport) -> list[dict[str, Any] | tuple[Any, ...]]:
+    """The input sets :func:`~export_core.dynamic_shapes.resized_inputs` derives from the
+    program's dynamic axes, less those the eager model itself refuses (a frame count that must
+    be a multiple of the subsampling factor): a shape the exporter made up that the model does
+    not take says nothing of the artifact. The report's ``validation_sets_refused_by_model``
+    counts them."""
+    derived = resized_inputs(capture.program, inputs)
+    accepted = []
+    for candidate in derived:
+        args, kwargs = (candidate, {}) if isinstance(candidate, tuple) else ((), candidate)
+        try:
+            with torch.no_grad():
+                capture.module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+        except Exception:  # noqa: BLE001 - any refusal of the model's own code
+            continue
+        accepted.append(candidate)
+    if len(accepted) < len(derived):
+        report.extra["validation_sets_refused_by_model"] = len(derived) - len(accepted)
+    return accepted
 
 
 def flat_feed(inputs: dict[str, Any] | tuple[Any, ...], order: Sequence[str]) -> list[Any]:
