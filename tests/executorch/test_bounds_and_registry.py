@@ -127,11 +127,12 @@ def test_derived_cap_below_the_example_is_raised_but_an_option_is_not() -> None:
 def test_workarounds_are_registered_with_reason_and_upstream() -> None:
     assert workarounds.__all__ == ["EXECUTORCH_STAGES", "complex_as_real", "dim_bounds",
                                    "dim_order_strides", "exact_quotient_bounds", "item_scalars",
-                                   "list_return_validator", "lstm_scan", "missing_kernels",
-                                   "negative_padding", "partition_sort", "partitioner_checks",
-                                   "python_sym_ops", "retrace_contiguity", "scan_buffers",
-                                   "sym_mod_sign", "symbolic_empty", "view_after_sdpa",
-                                   "view_dynamism", "xnnpack_attention", "xnnpack_gelu_tanh",
+                                   "list_return_validator", "long_indices", "lstm_scan",
+                                   "missing_kernels", "negative_padding", "partition_sort",
+                                   "partitioner_checks", "python_sym_ops", "retrace_contiguity",
+                                   "scan_buffers", "sym_mod_sign", "symbolic_empty",
+                                   "view_after_sdpa", "view_copy_fake_rules", "view_dynamism",
+                                   "xnnpack_attention", "xnnpack_gelu_tanh",
                                    "xnnpack_max_dim", "xnnpack_partition_merge",
                                    "xnnpack_passthrough", "xnnpack_reshape_dims"]
     rows = {r.name: r for r in describe(["executorch"])}
