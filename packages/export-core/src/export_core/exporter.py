@@ -626,26 +626,33 @@ class DynamoExporter:
                         elif validation_inputs is not None:
                             extra = list(validation_inputs)
                         else:
-                            extra = _derived_validation_sets(capture, inputs, report)
+                            extra = resized_inputs(capture.program, inputs)
+                        # sets the exporter derived, which the eager model may refuse
+                        derived = not static and validation_inputs is None
                         admissible = self.admissible_validation_sets(capture, lowered, inputs, extra, run)
-                        if not admissible and extra and not static and validation_inputs:
+                        if not admissible and not static and validation_inputs:
                             # every given set lies outside what the program accepts (the bounds
                             # a model guard gave an axis): the shapes derived from its bounds
                             skipped = report.extra.get("validation_sets_skipped")
                             admissible = self.admissible_validation_sets(
-                                capture, lowered, inputs,
-                                _derived_validation_sets(capture, inputs, report), run)
+                                capture, lowered, inputs, resized_inputs(capture.program, inputs), run)
+                            derived = True
                             report.extra["validation_sets_skipped"] = skipped
                             report.extra["validation_sets_derived"] = len(admissible)
                             self.warn(f"warning: no validation input set fits the program's bounds; "
                                       f"validating at {len(admissible)} derived set(s) instead")
                         sets = [inputs, *admissible]
                         # eager reference: the traced module (the model behind its signature
-                        # adapter, with the constant kwargs), so both sides compute the same outputs
+                        # adapter, with the constant kwargs), so both sides compute the same outputs;
+                        # a derived set the model itself refuses (a frame count that must be a
+                        # multiple of the subsampling factor) says nothing of the artifact
                         repacks = output_repacks(capture.patches)
                         verdict = _validate(runner, capture.module, sets, capture.output_names,
                                             atol=lowered.atol, rtol=lowered.rtol, static=static,
-                                            repack=[rec.repack for rec in repacks])
+                                            repack=[rec.repack for rec in repacks],
+                                            refusable=[False] + [derived] * len(admissible))
+                        if verdict.refused:
+                            report.extra["validation_sets_refused_by_model"] = verdict.refused
                         report.validation = verdict.as_dict()
                         if repacks:
                             report.validation["eager_repacked_by"] = [rec.name for rec in repacks]
@@ -902,28 +909,6 @@ class ExportResult:
     program: Any
     exported_program: torch.export.ExportedProgram | None = None
     validation: ValidationResult | None = None
-
-
-def _derived_validation_sets(capture: CaptureResult, inputs: dict[str, Any] | tuple[Any, ...],
-                             report: ExportReport) -> list[dict[str, Any] | tuple[Any, ...]]:
-    """The input sets :func:`~export_core.dynamic_shapes.resized_inputs` derives from the
-    program's dynamic axes, less those the eager model itself refuses (a frame count that must
-    be a multiple of the subsampling factor): a shape the exporter made up that the model does
-    not take says nothing of the artifact. The report's ``validation_sets_refused_by_model``
-    counts them."""
-    derived = resized_inputs(capture.program, inputs)
-    accepted = []
-    for candidate in derived:
-        args, kwargs = (candidate, {}) if isinstance(candidate, tuple) else ((), candidate)
-        try:
-            with torch.no_grad():
-                capture.module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-        except Exception:  # noqa: BLE001 - any refusal of the model's own code
-            continue
-        accepted.append(candidate)
-    if len(accepted) < len(derived):
-        report.extra["validation_sets_refused_by_model"] = len(derived) - len(accepted)
-    return accepted
 
 
 def flat_feed(inputs: dict[str, Any] | tuple[Any, ...], order: Sequence[str]) -> list[Any]:

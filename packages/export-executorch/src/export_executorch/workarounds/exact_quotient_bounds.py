@@ -235,6 +235,7 @@ def asserted_sizes(shape_env: Any) -> dict[Any, Any]:
 
 
 def _finite_upper(expr: Any, var_to_range: dict[Any, Any]) -> int | None:
+    """The interval upper bound of ``expr`` over ``var_to_range``, ``None`` when not finite."""
     import sympy
     from torch.utils._sympy.value_ranges import bound_sympy
 
@@ -245,14 +246,10 @@ def _finite_upper(expr: Any, var_to_range: dict[Any, Any]) -> int | None:
 def tight_upper_bound(expr: Any, var_to_range: dict[Any, Any]) -> int | None:
     """The upper bound of :func:`exact_quotients` of ``expr`` over ``var_to_range``; ``None``
     when nothing was rewritten or the bound is not finite."""
-    import sympy
-    from torch.utils._sympy.value_ranges import bound_sympy
-
     exact = exact_quotients(expr)
     if exact is expr:
         return None
-    upper = bound_sympy(sympy.sympify(exact), var_to_range).upper
-    return int(upper) if isinstance(upper, sympy.Integer) else None
+    return _finite_upper(exact, var_to_range)
 
 
 def _register(target: str) -> None:

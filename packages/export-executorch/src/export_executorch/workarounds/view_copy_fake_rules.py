@@ -51,14 +51,17 @@ setattr(_RuleTable, MARKS_OWN_FIRING, True)
 
 
 def _copy_twin(view: OpOverload) -> OpOverload | None:
-    """``aten.<name>_copy.<overload>`` for a view op ``aten.<name>.<overload>``, else ``None``."""
-    schema = view._schema
-    alias = schema.arguments[0].alias_info if schema.arguments else None
-    if alias is None or alias.is_write or not schema.name.startswith("aten::"):
+    """The op ``ReplaceViewOpsWithViewCopyOpsPass`` swaps the view op ``view`` for
+    (``aten.<name>_copy.<overload>``), or ``None`` for an op that is not a view or has no twin."""
+    from torch._export.error import InternalError
+    from torch._export.passes.replace_view_ops_with_view_copy_ops_pass import (
+        get_view_copy_of_view_op,
+    )
+
+    try:
+        return get_view_copy_of_view_op(view._schema)
+    except InternalError:  # a view op without a copying twin
         return None
-    packet = getattr(torch.ops.aten, f"{schema.name.split('::')[1]}_copy", None)
-    overload = schema.overload_name or "default"
-    return getattr(packet, overload, None) if packet is not None else None
 
 
 def copy_twins_of_view_rules(rules: dict[OpOverload, FakeRule]) -> dict[OpOverload, OpOverload]:
