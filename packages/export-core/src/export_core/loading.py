@@ -88,20 +88,22 @@ def check_model_dir(path: Path) -> None:
         raise LoadError(f"{path} holds no weights (expected one of {', '.join(WEIGHT_FILES)})")
 
 
-def _load_for_task(transformers: Any, spec: TaskSpec, path: Path) -> tuple[Any, dict[str, Any], str]:
+def _load_for_task(transformers: Any, spec: TaskSpec, path: Path,
+                   config: Any = None) -> tuple[Any, dict[str, Any], str]:
     """The model of ``path`` loaded by the first of ``spec.auto_classes`` that maps its config
     (safetensors first, pickles with ``weights_only=True``, no remote code, mismatched shapes
-    kept for :func:`_check_loading_info`).
+    kept for :func:`_check_loading_info`), else by :func:`_architecture_class`.
 
     Returns:
-        The model, its loading info and the auto class that loaded it.
+        The model, its loading info and the class that loaded it.
 
     Raises:
-        LoadError: the pickle weights hold objects other than tensors; or every auto class
-            failed (the message names the first one's error).
+        LoadError: the pickle weights hold objects other than tensors; or every class failed
+            (the message names the first one's error).
     """
     errors: list[tuple[str, Exception]] = []
-    for name in spec.auto_classes:
+    named = _architecture_class(transformers, spec, config)
+    for name in (*spec.auto_classes, *([named] if named else [])):
         try:
             model, info = getattr(transformers, name).from_pretrained(
                 path, local_files_only=True, dtype="float32", trust_remote_code=False,
@@ -159,7 +161,7 @@ def load_model_dir(path: str | os.PathLike[str], task: str | None = None) -> Loa
             "be inferred; pass --task (feature-extraction for the bare model)"
         )
     spec = task_spec(task or infer_task(config))
-    model, info, loaded_by = _load_for_task(transformers, spec, path)
+    model, info, loaded_by = _load_for_task(transformers, spec, path, config)
     _check_loading_info(info, path, loaded_by)
     model.eval()
     tokenizer = None
@@ -174,6 +176,37 @@ def load_model_dir(path: str | os.PathLike[str], task: str | None = None) -> Loa
         except Exception as e:
             logger.warning("tokenizer in %s cannot be loaded (%s); inputs are synthesized", path, e)
     return LoadedModel(model=model, config=config, task=spec, path=path, tokenizer=tokenizer)
+
+
+def _architecture_class(transformers: Any, spec: TaskSpec, config: Any) -> str | None:
+    """The class ``config.architectures`` names first, where no auto class of ``spec`` maps the
+    config and ``spec`` is the task inferred from that class, else ``None``.
+
+    Some base models take a sub-config that no auto mapping lists: ``MusicgenModel`` is built
+    from ``MusicgenDecoderConfig`` (``model_type`` ``musicgen_decoder``), which ``AutoModel``
+    does not map, so ``save_pretrained`` writes a directory that no auto class loads. The class
+    is taken from ``transformers`` itself (never custom code) and must declare the config's own
+    class.
+    """
+    if config is None:
+        return None
+    for name in spec.auto_classes:
+        mapping = getattr(getattr(transformers, name, None), "_model_mapping", None)
+        try:
+            if mapping is not None and type(config) in mapping:
+                return None
+        except Exception:  # noqa: BLE001 - a lazy mapping that cannot resolve: not mapped
+            pass
+    archs = getattr(config, "architectures", None) or []
+    if not archs or not isinstance(archs[0], str) or infer_task(config) != spec.name:
+        return None
+    try:
+        cls = getattr(transformers, archs[0])
+    except Exception:  # noqa: BLE001 - not a transformers class (or its backend is missing)
+        return None
+    if isinstance(cls, type) and getattr(cls, "config_class", None) is type(config):
+        return archs[0]
+    return None
 
 
 def _check_loading_info(info: dict[str, Any], path: Path, auto_class: str) -> None:

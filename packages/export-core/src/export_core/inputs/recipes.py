@@ -19,6 +19,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,6 +186,9 @@ class _Ctx:
     avoid: set[int]
     extra: dict[str, Any] = field(default_factory=dict)
     input_names: frozenset[str] | None = None
+    id_rows: int = 1
+    """Rows of ``input_ids`` per example: the codebook count where ``forward`` documents
+    ``input_ids`` as ``(batch_size * num_codebooks, sequence_length)`` (MusicGen), else 1."""
 
     def wants(self, name: str) -> bool:
         """Whether the optional text input ``name`` (``attention_mask``, ``token_type_ids``)
@@ -256,6 +260,25 @@ def _num_channels(config: Any) -> int:
     return c if isinstance(c, int) and 0 < c <= 16 else 3
 
 
+_CODEBOOK_MAJOR_IDS = re.compile(r"\binput_ids \(`[^`]*` of shape `\(batch_size \* num_codebooks,")
+
+
+def _rows_per_example(model: torch.nn.Module, config: Any) -> int:
+    """Rows of ``input_ids`` per example: ``num_codebooks`` when ``forward``'s docstring gives
+    ``input_ids`` the shape ``(batch_size * num_codebooks, sequence_length)``, else 1.
+
+    Such models (MusicGen, MusicGen Melody) fold the codebooks into the rows of ``input_ids`` and
+    take ``attention_mask`` as ``(batch_size, sequence_length)``. Eager does not refuse a mask
+    with one row per ``input_ids`` row (the mask functions index its first ``batch_size`` rows),
+    so the layout is read from the documented shape, not found by trial.
+    """
+    doc = inspect.getdoc(type(model).forward) or ""
+    k = find_config_value(config, "num_codebooks")
+    if isinstance(k, int) and k > 1 and _CODEBOOK_MAJOR_IDS.search(doc):
+        return k
+    return 1
+
+
 def _attention_mask(batch: int, seq: int) -> torch.Tensor:
     mask = torch.ones(batch, seq, dtype=torch.long)
     if batch > 1 and seq > 3:
@@ -272,7 +295,7 @@ def _text_part(ctx: _Ctx, batch: int, seq: int, g: torch.Generator) -> dict[str,
     p = ctx.params
     out: dict[str, Any] = {}
     if "input_ids" in p:
-        out["input_ids"] = ctx.tokens(batch, seq, g)
+        out["input_ids"] = ctx.tokens(batch * ctx.id_rows, seq, g)
         if ctx.wants("attention_mask"):
             out["attention_mask"] = _attention_mask(batch, seq)
         tv = getattr(ctx.config, "type_vocab_size", None)
@@ -433,6 +456,7 @@ class _RecipeBook:
             vocab=vocab,
             avoid={i for i in special_token_ids(config) if i < vocab},
             input_names=input_names,
+            id_rows=_rows_per_example(model, config),
         )
         self.params = params
         self.required = _required(params)
