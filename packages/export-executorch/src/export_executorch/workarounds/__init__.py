@@ -58,6 +58,9 @@ and the upstream bug:
 - :mod:`.view_copy_fake_rules` — ExecuTorch patch (``executorch_patches``): the ``_copy`` twins
   the lowering swaps views for (``slice_copy``, ``select_copy``) get their view's fake rule, which
   does not guard on sizes read from tensor data (``x[1:]`` on Qwen2.5-VL's window index).
+- :mod:`.contiguous_resize_inputs` — FX node fix (``fx_node_fixes``): a resize of a
+  channels-last strided tensor (permuted position embeddings) reads a contiguous copy, so no
+  channels-last tensor reaches a portable kernel that refuses mixed dim orders.
 - :mod:`.long_indices` — FX node fix (``fx_node_fixes``): the edge dialect takes
   ``scatter_add``'s index as int64 only; an int32 index is cast.
 - :mod:`.lstm_scan` — FX program fix (``fx_program_fixes``): ``lstm``, which the edge lowering
@@ -83,6 +86,7 @@ from __future__ import annotations
 from ..stages import EXECUTORCH_STAGES
 from . import (
     complex_as_real,
+    contiguous_resize_inputs,
     dim_bounds,
     dim_order_strides,
     exact_quotient_bounds,
@@ -113,6 +117,7 @@ from . import (
 __all__ = [
     "EXECUTORCH_STAGES",
     "complex_as_real",
+    "contiguous_resize_inputs",
     "dim_bounds",
     "dim_order_strides",
     "exact_quotient_bounds",
