@@ -21,6 +21,7 @@ support for the channels-last dim order, open)
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from export_core.fixes import call_before
 from export_core.registry import register_fx_node_fix
@@ -60,7 +61,8 @@ def contiguous_resize_inputs(node: torch.fx.Node) -> bool:
 
     Returns:
         True when a ``clone(input, memory_format=torch.contiguous_format)`` now feeds the
-        resize; False for a contiguous input, or one that is not channels-last either.
+        resize; False for a contiguous input, one that is not channels-last either, or one whose
+        layout depends on sizes read from tensor data.
 
     Source: https://github.com/pytorch/executorch/issues/12914
     """
@@ -69,8 +71,13 @@ def contiguous_resize_inputs(node: torch.fx.Node) -> bool:
         return False
     val = source.meta.get("val")
     layout = _CHANNELS_LAST.get(val.dim()) if isinstance(val, torch.Tensor) else None
-    if layout is None or val.is_contiguous() or not val.is_contiguous(memory_format=layout):
+    if layout is None:
         return False
+    try:
+        if val.is_contiguous() or not val.is_contiguous(memory_format=layout):
+            return False
+    except GuardOnDataDependentSymNode:
+        return False  # strides of sizes read from tensor data: the layout is not decidable
     copy = call_before(node, _aten.clone.default, source, memory_format=torch.contiguous_format)
     if node.args:
         node.update_arg(0, copy)
