@@ -127,31 +127,6 @@ ENUMERATION_LIMIT = 4096
 """Most points :func:`enumerated_upper_bound` evaluates (the product of the symbols' ranges)."""
 
 
-@lru_cache(maxsize=1024)
-def _range_over_grid(expr: Any, grid: tuple[tuple[Any, int, int], ...]) -> tuple[int, int] | None:
-    """``(min, max)`` of ``expr`` over the integer points of ``grid`` (``(symbol, lo, hi)``)."""
-    import itertools
-
-    import sympy
-
-    symbols = [sym for sym, _, _ in grid]
-    low: int | None = None
-    high: int | None = None
-    for values in itertools.product(*(range(lo, hi + 1) for _, lo, hi in grid)):
-        point = {s: sympy.Integer(v) for s, v in zip(symbols, values, strict=True)}
-        try:
-            value = expr.xreplace(point)
-        except ZeroDivisionError:
-            continue  # no input reaches this point: eager would divide by zero as well
-        if value.has(sympy.zoo, sympy.nan):
-            continue
-        if not value.is_Integer:
-            return None
-        low = int(value) if low is None else min(low, int(value))
-        high = int(value) if high is None else max(high, int(value))
-    return None if high is None else (low, high)
-
-
 def independent_factors(expr: Any) -> tuple[Any, list[Any]]:
     """``expr`` as ``(constant, factors)``: its product's factors without symbols multiplied
     into ``constant``, the others merged where they share a symbol, so that no two returned
@@ -206,8 +181,8 @@ def enumerated_upper_bound(
 
     Returns:
         The maximum, or ``None`` when a symbol's range is not finite, a factor's points exceed
-        ``limit``, a point does not evaluate to an integer, none evaluates, or a factor of a
-        product of several takes a negative value. Points where the expression divides by zero
+        ``limit``, a factor holds a term :func:`_compiled` does not know, none evaluates, or a
+        factor of a product of several takes a negative value. Points where the expression divides by zero
         are skipped: no input reaches them (the eager model would divide by zero too).
     """
     import math
@@ -321,8 +296,8 @@ def _nondecreasing_in(expr: Any, sym: Any, var_to_range: dict[Any, Any]) -> bool
 
 
 @lru_cache(maxsize=4096)
-def _grid_maximum(expr: Any, grid: tuple[tuple[Any, int, int], ...]) -> int | None:
-    """The maximum of ``expr`` over the integer points of ``grid`` (``(symbol, lo, hi)``),
+def _range_over_grid(expr: Any, grid: tuple[tuple[Any, int, int], ...]) -> tuple[int, int] | None:
+    """``(min, max)`` of ``expr`` over the integer points of ``grid`` (``(symbol, lo, hi)``),
     evaluated at every point at once (:func:`_compiled`); ``None`` when it cannot be compiled
     or every point divides by zero (no input reaches those: eager would divide by zero too)."""
     import numpy as np
@@ -333,11 +308,15 @@ def _grid_maximum(expr: Any, grid: tuple[tuple[Any, int, int], ...]) -> int | No
         return None
     axes = np.meshgrid(*(np.arange(lo, hi + 1, dtype=np.int64) for _, lo, hi in grid),
                        indexing="ij", sparse=True)
-    values = np.broadcast_to(function(axes), np.broadcast_shapes(*(a.shape for a in axes)))
-    valid = np.ones(values.shape, dtype=bool)
+    shape = np.broadcast_shapes(*(a.shape for a in axes))
+    values = np.broadcast_to(function(axes), shape)
+    valid = np.ones(shape, dtype=bool)
     for zero in undefined:
-        valid &= ~np.broadcast_to(zero, values.shape)
-    return int(values[valid].max()) if valid.any() else None
+        valid &= ~np.broadcast_to(zero, shape)
+    if not valid.any():
+        return None
+    kept = values[valid]
+    return int(kept.min()), int(kept.max())
 
 
 def grid_upper_bound(expr: Any, var_to_range: dict[Any, Any], limit: int = GRID_LIMIT) -> int | None:
@@ -377,7 +356,8 @@ def grid_upper_bound(expr: Any, var_to_range: dict[Any, Any], limit: int = GRID_
     grid = tuple((sym, *ranges[sym]) for sym in sorted(rest.free_symbols, key=str))
     if math.prod(hi - lo + 1 for _, lo, hi in grid) > limit:
         return None
-    return _grid_maximum(rest, grid)
+    extremes = _range_over_grid(rest, grid)
+    return None if extremes is None else extremes[1]
 
 
 def asserted_sizes(shape_env: Any) -> dict[Any, Any]:
