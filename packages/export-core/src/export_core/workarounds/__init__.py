@@ -24,6 +24,8 @@ Modules, one concern each:
 - :mod:`.static_cache`: a static cache layer updated out of place (no input mutation).
 - :mod:`.dbrx_experts`: DBRX's experts as per-pair weight gathers and ``bmm`` (no loop over
   the experts the routing hit).
+- :mod:`.longcat_experts`: LongCat-Flash's experts, identity experts included, as per-pair weight
+  gathers and ``bmm`` (no loop over the experts the routing hit).
 - :mod:`.conv_padding_ints`: the audio codecs' ``Conv1d`` paddings from the layer's ints (no
   ``.item()`` of size buffers).
 - :mod:`.cpmant_position_mask`: CPM-Ant's left-padding positions from ``torch.arange`` (no
@@ -64,6 +66,7 @@ from . import (
                deepseek_ocr2_features,
                erfinv_formula,
                fsmt_padding_mask,
+               longcat_experts,
                mask_broadcast,
                moe_experts,
                packed_vision_attention,
@@ -83,7 +86,7 @@ from . import (
 )
 
 __all__ = [
-    "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask", "mask_broadcast",
+    "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask", "longcat_experts", "mask_broadcast",
     "moe_experts", "packed_vision_attention", "per_item_split", "pixel_shuffle_ints", "pixtral_image_batch", "recurrence_scan",
     "rnn_while_loop", "scan_reductions", "static_cache", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index", "vjepa2_mask_tokens"]
