@@ -26,6 +26,10 @@ Modules, one concern each:
   the experts the routing hit).
 - :mod:`.longcat_experts`: LongCat-Flash's experts, identity experts included, as per-pair weight
   gathers and ``bmm`` (no loop over the experts the routing hit).
+- :mod:`.switch_experts`: Switch Transformers' experts as a fixed loop over every expert masked by
+  the routing (no loop over the experts the routing hit).
+- :mod:`.module_to_noop`: ``nn.Module.to`` inside ``forward`` that changes no tensor returns the
+  module (no ``swap_tensors`` of export's parameters).
 - :mod:`.conv_padding_ints`: the audio codecs' ``Conv1d`` paddings from the layer's ints (no
   ``.item()`` of size buffers).
 - :mod:`.cpmant_position_mask`: CPM-Ant's left-padding positions from ``torch.arange`` (no
@@ -68,6 +72,7 @@ from . import (
                fsmt_padding_mask,
                longcat_experts,
                mask_broadcast,
+               module_to_noop,
                moe_experts,
                packed_vision_attention,
                per_item_split,
@@ -77,6 +82,7 @@ from . import (
                rnn_while_loop,
                scan_reductions,
                static_cache,
+               switch_experts,
                symbolic_range,
                tensor_len,
                tensor_metadata_contiguity,
@@ -87,6 +93,6 @@ from . import (
 
 __all__ = [
     "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask", "longcat_experts", "mask_broadcast",
-    "moe_experts", "packed_vision_attention", "per_item_split", "pixel_shuffle_ints", "pixtral_image_batch", "recurrence_scan",
-    "rnn_while_loop", "scan_reductions", "static_cache", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
+    "module_to_noop", "moe_experts", "packed_vision_attention", "per_item_split", "pixel_shuffle_ints", "pixtral_image_batch", "recurrence_scan",
+    "rnn_while_loop", "scan_reductions", "static_cache", "switch_experts", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index", "vjepa2_mask_tokens"]
