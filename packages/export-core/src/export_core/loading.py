@@ -13,7 +13,7 @@ from .errors import LoadError, first_line
 from .tasks import TaskSpec, infer_task, task_spec
 
 __all__ = ["LoadedModel", "PICKLE_REFUSED", "REMOTE_CODE_REFUSED", "check_model_dir",
-           "load_model_dir", "WEIGHT_FILES"]
+           "load_model_dir", "model_class_for", "WEIGHT_FILES"]
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +176,40 @@ def load_model_dir(path: str | os.PathLike[str], task: str | None = None) -> Loa
         except Exception as e:
             logger.warning("tokenizer in %s cannot be loaded (%s); inputs are synthesized", path, e)
     return LoadedModel(model=model, config=config, task=spec, path=path, tokenizer=tokenizer)
+
+
+def model_class_for(config: Any, task: str | None = None) -> str | None:
+    """The name of the ``transformers`` class :func:`load_model_dir` loads a directory holding
+    ``config`` with: the class the first of the task's auto classes maps the config to (its
+    ``architectures`` decide between a mapping's alternatives), else the fallback of
+    :func:`_architecture_class`; ``None`` when the loader would find no class.
+
+    Args:
+        config: a ``transformers`` config, with ``architectures`` as ``save_pretrained`` writes
+            them (the saved model's class first).
+        task: the task; ``None`` infers it from ``config`` as the command-line tools do.
+
+    Raises:
+        InputError: unknown ``task``.
+
+    The coverage sweep compares it with the class it exported, so that a pass means that
+    ``export-onnx DIR`` exports that same model.
+    """
+    import transformers
+
+    spec = task_spec(task or infer_task(config))
+    for name in spec.auto_classes:
+        auto = getattr(transformers, name, None)
+        mapping = getattr(auto, "_model_mapping", None)
+        try:
+            if mapping is None or type(config) not in mapping:
+                continue
+            from transformers.models.auto.auto_factory import _get_model_class
+
+            return _get_model_class(config, mapping).__name__
+        except Exception:  # noqa: BLE001 - a lazy mapping that cannot resolve: not this class
+            continue
+    return _architecture_class(transformers, spec, config)
 
 
 def _architecture_class(transformers: Any, spec: TaskSpec, config: Any) -> str | None:

@@ -13,6 +13,7 @@ Progress (the running backend, the finished records) goes to a progress file
 
 from __future__ import annotations
 
+import copy
 import gc
 import json
 import os
@@ -33,6 +34,7 @@ __all__ = [
     "SharedCapture",
     "backend_record",
     "capture_once",
+    "cli_class_mismatch",
     "export_backend",
     "ExportOne",
     "export_job",
@@ -214,6 +216,39 @@ def export_backend(
             status, stage, error = failure(e)
     return backend_record(status, stage, error, time.perf_counter() - t0, class_name=class_name,
                           backend=spec.name, skips=skips, extra=extra)
+
+
+def cli_class_mismatch(model: Any, class_name: str) -> str | None:
+    """Why ``export-onnx DIR`` / ``export-executorch DIR`` would not export ``model``, or ``None``.
+
+    ``DIR`` is the directory ``model.save_pretrained`` writes (its config's ``architectures``
+    name ``class_name``); the command-line tools load it with
+    :func:`export_core.loading.model_class_for`'s class. When that class is another one (or none),
+    a sweep pass would not mean that the command-line tools export this model.
+
+    Args:
+        model: the eager ``transformers`` model (without a ``config`` there is nothing to check).
+        class_name: its class name, as the zoo records it.
+
+    Returns:
+        ``"CliClassMismatch: ..."`` naming both classes, or ``None`` when they agree.
+    """
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "to_dict"):
+        return None
+    from export_core.loading import model_class_for
+
+    config = copy.copy(config)
+    config.architectures = [class_name]
+    try:
+        loaded_by = model_class_for(config)
+    except Exception as e:  # noqa: BLE001 - the loader's own failure is the mismatch
+        loaded_by = f"nothing ({first_line(e)})"
+    if loaded_by == class_name:
+        return None
+    return (f"CliClassMismatch: the command-line tools load {loaded_by or 'no class'} from a "
+            f"directory saved from {class_name}, so they would not export the model this sweep "
+            "exported")
 
 
 def backend_record(
@@ -402,13 +437,20 @@ def export_job(
         "error", "seconds"}, "backends": {backend: {"status", "stage", "error", "seconds",
         ...}}}`` plus ``"capture": {"status", "error", "seconds", "backends"}`` when the
         backends shared one capture. A failed build marks every backend ``skip`` with the
-        build error; a failed shared capture is each sharing backend's ``capture`` failure.
+        build error; a failed shared capture is each sharing backend's ``capture`` failure. A
+        pass whose model the command-line tools would not load from its saved directory
+        (:func:`cli_class_mismatch`) is a ``load`` failure.
     """
 
     def export_one(loaded: LoadedModel, backend: str, shared: SharedCapture | None,
                    listener: StageProgress) -> dict[str, Any]:
-        return export_backend(loaded.model, loaded.inputs, backend, class_name=loaded.class_name,
-                              capture=shared, listener=listener)
+        record = export_backend(loaded.model, loaded.inputs, backend, class_name=loaded.class_name,
+                                capture=shared, listener=listener)
+        if record["status"] == "pass":
+            mismatch = cli_class_mismatch(loaded.model, loaded.class_name)
+            if mismatch is not None:
+                record.update(status="fail", stage="load", error=mismatch)
+        return record
 
     return run_job(
         model_type,
