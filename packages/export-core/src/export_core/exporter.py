@@ -41,7 +41,7 @@ from .registry import DYNAMO_PLAN
 from .report import ExportReport, package_versions
 from .stages import StageListener, StagePlan, StageRecorder, StageTiming
 from .symbolic_budget import budget_exceeded, symbolic_budget
-from .validation import ValidationResult, input_shapes, skipped_validation
+from .validation import ValidationResult, input_shapes, random_ops, skipped_validation
 from .validation import validate as _validate
 from .warning_filters import quiet_unactionable_warnings
 
@@ -659,8 +659,14 @@ class DynamoExporter:
                         if len(verdict.checks) < 2:
                             logger.warning("validated at %d input set(s) only", len(verdict.checks))
                         if not verdict.passed:
+                            sampled = (random_ops(capture.program.graph_module)
+                                       if verdict.eager_nondeterministic else [])
+                            if sampled:
+                                report.validation["random_ops"] = sampled
                             raise ValidationError(
                                 f"artifact differs from eager: {verdict.first_problem()}"
+                                + (f" (random ops in the program: {', '.join(sampled)})"
+                                   if sampled else "")
                             )
                 else:
                     report.validation = skipped_validation()

@@ -4,21 +4,31 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-__all__ = ["CRITERION", "LeafCheck", "ShapeCheck", "ValidationResult", "WorstElement",
-           "compare_leaves", "eager_leaves", "input_shapes", "skipped_validation", "validate"]
+__all__ = ["CRITERION", "LeafCheck", "NONDETERMINISTIC", "ShapeCheck", "ValidationResult",
+           "WorstElement", "compare_leaves", "eager_leaves", "input_shapes", "random_ops",
+           "skipped_validation", "validate"]
 
 CRITERION = "|a - b| <= atol + rtol * |b| for every element (a: artifact, b: eager)"
 """The comparison each output element must pass, as the report states it. ``max_rel`` (the
 largest ``|a - b| / |b|``) can exceed ``rtol`` on elements near zero, which ``atol`` covers: the
 worst element's ``margin`` (``atol + rtol * |b| - |a - b|``, >= 0 when it passes) is the number to
 read."""
+
+
+NONDETERMINISTIC = (
+    "the model's forward draws random numbers (sampling noise, random masks), so no artifact can "
+    "match it; make the forward deterministic (give the noise as an input, or set the model's "
+    "noise scales to 0) to validate, or export with validation off (validate=False, "
+    "--no-validate)"
+)
+"""Why an export whose eager model disagrees with itself cannot be validated, and what to do."""
 
 
 @dataclass(frozen=True)
@@ -69,10 +79,19 @@ class ShapeCheck:
 
     shapes: dict[str, list[int]]
     leaves: tuple[LeafCheck, ...]
+    eager_rerun_max_abs: float | None = None
+    """When the artifact differed: the largest difference between two eager runs on this input
+    set where they disagree beyond the tolerances (a forward that draws random numbers), else
+    ``None``."""
 
     @property
     def passed(self) -> bool:
         return all(leaf.passed for leaf in self.leaves)
+
+    @property
+    def eager_nondeterministic(self) -> bool:
+        """Two eager runs on this input set disagreed: no artifact can match eager here."""
+        return self.eager_rerun_max_abs is not None
 
     @property
     def max_abs(self) -> float:
@@ -104,6 +123,8 @@ class ShapeCheck:
         bad = [f"{leaf.name}: {leaf.problem}" for leaf in self.leaves if not leaf.passed]
         if bad:
             d["problems"] = bad
+        if self.eager_rerun_max_abs is not None:
+            d["eager_nondeterministic_max_abs"] = self.eager_rerun_max_abs
         return d
 
 
@@ -124,11 +145,22 @@ class ValidationResult:
         return bool(self.checks) and all(c.passed for c in self.checks)
 
     def first_problem(self) -> str:
+        """The first failing leaf, and, when eager disagreed with itself on that input set, why
+        no artifact can match it."""
         for c in self.checks:
             for leaf in c.leaves:
                 if not leaf.passed:
-                    return f"output {leaf.name} at input shapes {c.shapes}: {leaf.problem}"
+                    problem = f"output {leaf.name} at input shapes {c.shapes}: {leaf.problem}"
+                    if c.eager_nondeterministic:
+                        problem += (f"; eager itself differs between two runs on these inputs "
+                                    f"(max|diff|={c.eager_rerun_max_abs:.3g}): {NONDETERMINISTIC}")
+                    return problem
         return ""
+
+    @property
+    def eager_nondeterministic(self) -> bool:
+        """Some failing input set got different eager outputs on two runs."""
+        return any(c.eager_nondeterministic for c in self.checks)
 
     def as_dict(self) -> dict[str, Any]:
         """The report's ``validation``: ``status`` (``passed`` / ``failed``), ``passed``, the
@@ -281,5 +313,26 @@ def validate(
             raise
         got = run_artifact(inputs)
         names = list(output_names) + [f"output_{i}" for i in range(len(output_names), len(expected))]
-        result.checks.append(ShapeCheck(input_shapes(inputs), compare_leaves(names, got, expected, atol=atol, rtol=rtol)))
+        check = ShapeCheck(input_shapes(inputs), compare_leaves(names, got, expected, atol=atol, rtol=rtol))
+        if not check.passed:
+            # a forward that samples (noise, random masks) differs from itself: say so rather
+            # than blame the artifact
+            again = compare_leaves(names, eager_leaves(model, copy.deepcopy(inputs), repack),
+                                   expected, atol=atol, rtol=rtol)
+            if not all(leaf.passed for leaf in again):
+                check = replace(check, eager_rerun_max_abs=max(leaf.max_abs for leaf in again))
+        result.checks.append(check)
     return result
+
+
+def random_ops(graph_module: torch.fx.GraphModule) -> list[str]:
+    """The ops of ``graph_module`` that draw random numbers (tagged ``nondeterministic_seeded``),
+    dropout (inactive in ``eval()``) left out, sorted by name."""
+    found = set()
+    for node in graph_module.graph.nodes:
+        target = node.target
+        if (node.op == "call_function" and isinstance(target, torch._ops.OpOverload)
+                and torch.Tag.nondeterministic_seeded in target.tags
+                and "dropout" not in target.name()):
+            found.add(target.name())
+    return sorted(found)

@@ -41,7 +41,7 @@ from ..stages import BACKEND
 
 __all__ = [
     "bucketize", "conv3d", "decompose_missing_kernels", "repeat_interleave",
-    "argsort", "repeat_interleave_self", "scatter_reduce", "sort",
+    "argsort", "rand_like", "randn_like", "repeat_interleave_self", "scatter_reduce", "sort",
 ]
 
 _aten = torch.ops.aten
@@ -302,6 +302,31 @@ def argsort(self: torch.Tensor, dim: int = -1, descending: bool = False) -> torc
     return sort(self, dim, descending)[1]
 
 
+def randn_like(self: torch.Tensor, *, dtype: torch.dtype | None = None, layout: Any = None,
+               device: Any = None, pin_memory: bool | None = None,
+               memory_format: Any = None) -> torch.Tensor:
+    """``aten.randn_like.default`` as ``randn`` of ``self``'s shape: standard normal samples in
+    ``dtype`` (default ``self.dtype``), contiguous.
+
+    Source: https://github.com/pytorch/executorch/issues/11330 (ops without a kernel or outside
+        Core ATen, decomposed)
+    """
+    del layout, pin_memory, memory_format
+    return torch.randn(self.shape, dtype=dtype or self.dtype, device=device or self.device)
+
+
+def rand_like(self: torch.Tensor, *, dtype: torch.dtype | None = None, layout: Any = None,
+              device: Any = None, pin_memory: bool | None = None,
+              memory_format: Any = None) -> torch.Tensor:
+    """``aten.rand_like.default`` as ``rand`` of ``self``'s shape: uniform samples in ``[0, 1)``
+    in ``dtype`` (default ``self.dtype``), contiguous.
+
+    Source: https://github.com/pytorch/executorch/issues/11330
+    """
+    del layout, pin_memory, memory_format
+    return torch.rand(self.shape, dtype=dtype or self.dtype, device=device or self.device)
+
+
 _DECOMPOSITIONS = {
     _aten.scatter_reduce.two: scatter_reduce,
     _aten.bucketize.Tensor: bucketize,
@@ -311,6 +336,8 @@ _DECOMPOSITIONS = {
     _aten.conv3d.padding: conv3d,
     _aten.sort.default: sort,
     _aten.argsort.default: argsort,
+    _aten.randn_like.default: randn_like,
+    _aten.rand_like.default: rand_like,
 }
 """Op overload -> its decomposition into ops ExecuTorch runs."""
 
@@ -320,13 +347,14 @@ _DECOMPOSITIONS = {
     reason="ExecuTorch has no kernel for scatter_reduce.two (the program fails to load), "
     "bucketize.Tensor or repeat_interleave with tensor repeats (not Core ATen: lowering fails) "
     "or conv3d (the portable convolution takes 3-d and 4-d inputs only: the program fails at "
-    "run time), or sort (no kernel: the program fails to load); each decomposes into ops it runs",
+    "run time), or sort (no kernel: the program fails to load), randn_like / rand_like (not "
+    "Core ATen); each decomposes into ops it runs",
     upstream="https://github.com/pytorch/executorch/issues/11330",
 )
 def decompose_missing_kernels(program: torch.export.ExportedProgram, context: FixContext) -> FixResult:
     """Decompose the program's ``scatter_reduce.two``, ``bucketize.Tensor``,
-    ``repeat_interleave.Tensor`` / ``.self_Tensor``, ``conv3d``, ``sort.default`` and
-    ``argsort.default`` calls.
+    ``repeat_interleave.Tensor`` / ``.self_Tensor``, ``conv3d``, ``sort.default``,
+    ``argsort.default``, ``randn_like.default`` and ``rand_like.default`` calls.
 
     Args:
         program: the captured ``ExportedProgram``.
