@@ -44,6 +44,8 @@ Modules, one concern each:
   index grids, not ``torch.vmap`` (no functorch calls left in the program).
 - :mod:`.erfinv_formula`: ``aten.erfinv`` (no ONNX function, not Core ATen) as a rational
   approximation.
+- :mod:`.integer_pow`: integer ``pow`` as square-and-multiply in integer ops (wrapping as torch
+  does, not through floating point).
 - :mod:`.fsmt_padding_mask`: FSMT's decoder padding mask kept as a tensor (no branch on
   whether the batch has padding).
 - :mod:`.per_item_split`: the per-image ``torch.split(features, sizes.tolist())`` of Qwen-VL-style
@@ -70,6 +72,7 @@ from . import (
                deepseek_ocr2_features,
                erfinv_formula,
                fsmt_padding_mask,
+               integer_pow,
                longcat_experts,
                mask_broadcast,
                module_to_noop,
@@ -92,7 +95,7 @@ from . import (
 )
 
 __all__ = [
-    "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask", "longcat_experts", "mask_broadcast",
+    "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask", "integer_pow", "longcat_experts", "mask_broadcast",
     "module_to_noop", "moe_experts", "packed_vision_attention", "per_item_split", "pixel_shuffle_ints", "pixtral_image_batch", "recurrence_scan",
     "rnn_while_loop", "scan_reductions", "static_cache", "switch_experts", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index", "vjepa2_mask_tokens"]
