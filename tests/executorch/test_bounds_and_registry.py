@@ -127,7 +127,8 @@ def test_derived_cap_below_the_example_is_raised_but_an_option_is_not() -> None:
 def test_workarounds_are_registered_with_reason_and_upstream() -> None:
     assert workarounds.__all__ == ["EXECUTORCH_STAGES", "complex_as_real",
                                    "contiguous_resize_inputs", "dim_bounds",
-                                   "dim_order_strides", "exact_quotient_bounds", "item_scalars",
+                                   "dim_order_strides", "exact_quotient_bounds",
+                                   "floored_remainder", "item_scalars",
                                    "list_return_validator", "long_indices", "lstm_scan",
                                    "missing_kernels", "negative_padding", "partition_sort",
                                    "partitioner_checks", "python_sym_ops", "retrace_contiguity",

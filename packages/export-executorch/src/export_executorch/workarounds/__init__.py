@@ -61,6 +61,8 @@ and the upstream bug:
 - :mod:`.contiguous_resize_inputs` — FX node fix (``fx_node_fixes``): a resize of a
   channels-last strided tensor (permuted position embeddings) reads a contiguous copy, so no
   channels-last tensor reaches a portable kernel that refuses mixed dim orders.
+- :mod:`.floored_remainder` — FX node fix (``fx_node_fixes``): integer ``remainder`` as
+  ``a - floor_divide(a, b) * b`` (the portable kernels return C's truncated remainder).
 - :mod:`.long_indices` — FX node fix (``fx_node_fixes``): the edge dialect takes
   ``scatter_add``'s index as int64 only; an int32 index is cast.
 - :mod:`.lstm_scan` — FX program fix (``fx_program_fixes``): ``lstm``, which the edge lowering
@@ -90,6 +92,7 @@ from . import (
     dim_bounds,
     dim_order_strides,
     exact_quotient_bounds,
+    floored_remainder,
     item_scalars,
     list_return_validator,
     long_indices,
@@ -121,6 +124,7 @@ __all__ = [
     "dim_bounds",
     "dim_order_strides",
     "exact_quotient_bounds",
+    "floored_remainder",
     "item_scalars",
     "list_return_validator",
     "long_indices",
