@@ -42,6 +42,8 @@ Modules, one concern each:
   (no batch pinned by a loop over the images).
 - :mod:`.mask_broadcast`: attention masks from a custom mask function built by broadcasting the
   index grids, not ``torch.vmap`` (no functorch calls left in the program).
+- :mod:`.distribution_checks`: ``torch.distributions`` objects built during an export skip their
+  argument validation (no branch on a constraint check's result).
 - :mod:`.erfinv_formula`: ``aten.erfinv`` (no ONNX function, not Core ATen) as a rational
   approximation.
 - :mod:`.integer_pow`: integer ``pow`` as square-and-multiply in integer ops (wrapping as torch
@@ -70,6 +72,7 @@ from . import (
                cpmant_position_mask,
                dbrx_experts,
                deepseek_ocr2_features,
+               distribution_checks,
                erfinv_formula,
                fsmt_padding_mask,
                integer_pow,
@@ -95,7 +98,7 @@ from . import (
 )
 
 __all__ = [
-    "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "erfinv_formula", "fsmt_padding_mask", "integer_pow", "longcat_experts", "mask_broadcast",
+    "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "distribution_checks", "erfinv_formula", "fsmt_padding_mask", "integer_pow", "longcat_experts", "mask_broadcast",
     "module_to_noop", "moe_experts", "packed_vision_attention", "per_item_split", "pixel_shuffle_ints", "pixtral_image_batch", "recurrence_scan",
     "rnn_while_loop", "scan_reductions", "static_cache", "switch_experts", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index", "vjepa2_mask_tokens"]
