@@ -48,6 +48,8 @@ Modules, one concern each:
   approximation.
 - :mod:`.integer_pow`: integer ``pow`` as square-and-multiply in integer ops (wrapping as torch
   does, not through floating point).
+- :mod:`.integer_sum`: int32 / int64 sums as the last element of a ``cumsum`` (the runtimes'
+  sums go through floating point).
 - :mod:`.fsmt_padding_mask`: FSMT's decoder padding mask kept as a tensor (no branch on
   whether the batch has padding).
 - :mod:`.per_item_split`: the per-image ``torch.split(features, sizes.tolist())`` of Qwen-VL-style
@@ -76,6 +78,7 @@ from . import (
                erfinv_formula,
                fsmt_padding_mask,
                integer_pow,
+               integer_sum,
                longcat_experts,
                mask_broadcast,
                module_to_noop,
@@ -98,7 +101,7 @@ from . import (
 )
 
 __all__ = [
-    "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "distribution_checks", "erfinv_formula", "fsmt_padding_mask", "integer_pow", "longcat_experts", "mask_broadcast",
+    "all_true_check", "conv_padding_ints", "cpmant_position_mask", "dbrx_experts", "deepseek_ocr2_features", "distribution_checks", "erfinv_formula", "fsmt_padding_mask", "integer_pow", "integer_sum", "longcat_experts", "mask_broadcast",
     "module_to_noop", "moe_experts", "packed_vision_attention", "per_item_split", "pixel_shuffle_ints", "pixtral_image_batch", "recurrence_scan",
     "rnn_while_loop", "scan_reductions", "static_cache", "switch_experts", "symbolic_range", "tensor_len", "tensor_metadata_contiguity",
     "vision_position_ids", "vision_window_index", "vjepa2_mask_tokens"]
