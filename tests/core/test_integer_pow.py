@@ -36,6 +36,10 @@ def test_large_powers_wrap_as_torch() -> None:
     want = torch.tensor(PRIME) ** exponent  # past 2**63 from the third power on
     assert torch.equal(integer_pow_by_squaring(torch.tensor(PRIME), exponent, torch.int64), want)
     assert torch.equal(integer_pow_by_squaring(PRIME, exponent, torch.int64), want)
+    # an exponent known to stay below 8 (arange(8)) needs 3 bits only
+    assert torch.equal(integer_pow_by_squaring(PRIME, exponent, torch.int64, max_exponent=7), want)
+    assert torch.equal(integer_pow_by_squaring(torch.tensor(PRIME), exponent, torch.int64,
+                                               max_exponent=7), want)
 
 
 class Hash(torch.nn.Module):

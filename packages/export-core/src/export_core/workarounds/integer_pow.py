@@ -35,7 +35,25 @@ def _exponent_bits(dtype: torch.dtype) -> int:
     return int(info.max).bit_length()
 
 
-def integer_pow_by_squaring(base: Any, exponent: Any, dtype: torch.dtype, op: Any = None) -> Any:
+def _arange_bound(exponent: Any) -> int | None:
+    """The largest value of an exponent made by ``aten.arange`` with int bounds (``prime **
+    arange(n)``: BLT's hash), else ``None``."""
+    if not isinstance(exponent, torch.fx.Node) or exponent.op != "call_function":
+        return None
+    args = exponent.args
+    if exponent.target == _aten.arange.default and isinstance(args[0], int):
+        start, end, step = 0, args[0], 1
+    elif exponent.target in (_aten.arange.start, _aten.arange.start_step) and all(
+            isinstance(a, int) for a in args):
+        start, end, step = args[0], args[1], (args[2] if len(args) > 2 else 1)
+    else:
+        return None
+    values = range(start, end, step)
+    return max(values) if values else 0
+
+
+def integer_pow_by_squaring(base: Any, exponent: Any, dtype: torch.dtype, op: Any = None,
+                            max_exponent: int | None = None) -> Any:
     """``base ** exponent`` in integer ``dtype``, wrapping as torch does, by square-and-multiply.
 
     Args:
@@ -45,15 +63,19 @@ def integer_pow_by_squaring(base: Any, exponent: Any, dtype: torch.dtype, op: An
         dtype: the result's integer dtype.
         op: ``op(target, *args)`` applies an ATen overload; default: call it (eager). The
             capture fix passes one that inserts graph nodes.
+        max_exponent: the largest value a tensor exponent takes, when known (fewer bits to
+            visit); default: any value of ``dtype``.
 
     Returns:
         The broadcast of ``base`` and ``exponent``, in ``dtype``. A tensor exponent costs one
-        ``remainder``, ``eq``, ``where``, floor division and two ``mul`` per bit of ``dtype``.
+        ``remainder``, ``eq``, ``where``, floor division and two ``mul`` per bit visited.
 
     Source: https://github.com/llvm/torch-mlir/pull/3894
     """
     call = op or (lambda target, *args, **kwargs: target(*args, **kwargs))
     bits = _exponent_bits(dtype)
+    if max_exponent is not None:
+        bits = max(1, min(bits, max_exponent.bit_length()))
     if isinstance(exponent, int):
         result, square, e = None, base, exponent
         while e:
@@ -67,10 +89,12 @@ def integer_pow_by_squaring(base: Any, exponent: Any, dtype: torch.dtype, op: An
         return result
     if isinstance(base, int):
         # the powers base ** (2 ** k) wrapped to dtype, known now
-        modulus, squares, value = 1 << (bits + 1), [], base
+        info = torch.iinfo(dtype)
+        modulus, squares, value = 1 << info.bits, [], base
         for _ in range(bits):
-            squares.append(((value + (modulus >> 1)) % modulus) - (modulus >> 1))
-            value = (value * value) % modulus
+            wrapped = value % modulus
+            squares.append(wrapped - modulus if wrapped > info.max else wrapped)
+            value = wrapped * wrapped
     result = call(_aten.add.Tensor, call(_aten.mul.Tensor, exponent, 0), 1)  # ones, its shape
     if not isinstance(base, int):
         square = base
@@ -141,7 +165,8 @@ def exact_integer_pow(node: torch.fx.Node) -> bool:
             return insert(_aten._to_copy.default, arg, dtype=dtype)
         return arg
 
-    result = integer_pow_by_squaring(as_dtype(base), as_dtype(exponent), dtype, insert)
+    result = integer_pow_by_squaring(as_dtype(base), as_dtype(exponent), dtype, insert,
+                                     max_exponent=_arange_bound(exponent))
     node.replace_all_uses_with(result)
     node.graph.erase_node(node)
     return True
