@@ -21,9 +21,11 @@ class Densities(torch.nn.Module):
     and a normal log-density, each ``(batch, seq)``."""
 
     def forward(self, logits: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        entropy = torch.distributions.Categorical(logits=logits).entropy()
+        # validate_args=True: independent of the process-wide default (another library may turn
+        # it off)
+        entropy = torch.distributions.Categorical(logits=logits, validate_args=True).entropy()
         scale = torch.nn.functional.softplus(logits[..., 0]) + 0.1
-        normal = torch.distributions.Normal(logits[..., 1], scale)
+        normal = torch.distributions.Normal(logits[..., 1], scale, validate_args=True)
         return entropy, normal.log_prob(x)
 
 
@@ -40,7 +42,7 @@ def test_distributions_export_and_match_eager() -> None:
     assert PATCH in result.report["patches"]["fired"]
     # restored: eager distributions validate again
     with pytest.raises(ValueError, match="constraint"):
-        torch.distributions.Normal(torch.zeros(2), -torch.ones(2))
+        torch.distributions.Normal(torch.zeros(2), -torch.ones(2), validate_args=True)
 
 
 def test_without_the_patch_the_capture_fails() -> None:
