@@ -53,3 +53,14 @@ def test_random_ops_leave_dropout_out() -> None:
 
     program = torch.export.export(DropoutAndNoise().eval(), (torch.randn(2, 3),))
     assert random_ops(program.graph_module) == ["aten::randn_like"]
+
+
+def test_random_ops_are_found_inside_subgraphs() -> None:
+    class NoGradNoise(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                noise = torch.rand_like(x)
+            return x + noise
+
+    program = torch.export.export(NoGradNoise().eval(), (torch.randn(2, 3),))
+    assert random_ops(program.graph_module) == ["aten::rand_like"]

@@ -326,10 +326,13 @@ def validate(
 
 
 def random_ops(graph_module: torch.fx.GraphModule) -> list[str]:
-    """The ops of ``graph_module`` that draw random numbers (tagged ``nondeterministic_seeded``),
-    dropout (inactive in ``eval()``) left out, sorted by name."""
+    """The ops of ``graph_module`` and of its subgraphs (``torch.no_grad`` regions, control
+    flow) that draw random numbers (tagged ``nondeterministic_seeded``), dropout (inactive in
+    ``eval()``) left out, sorted by name."""
     found = set()
-    for node in graph_module.graph.nodes:
+    nodes = (node for module in graph_module.modules()
+             if isinstance(module, torch.fx.GraphModule) for node in module.graph.nodes)
+    for node in nodes:
         target = node.target
         if (node.op == "call_function" and isinstance(target, torch._ops.OpOverload)
                 and torch.Tag.nondeterministic_seeded in target.tags
