@@ -344,3 +344,124 @@ def test_norms_initialised_near_zero_get_unit_scales() -> None:
     assert torch.equal(degenerate.bias, bias) and torch.equal(degenerate.running_var, torch.ones(4))
     assert torch.equal(sound.weight, before)
     assert _unit_scale_norms(model) == []  # idempotent
+
+
+class _FrozenBatchNorm2d(torch.nn.Module):
+    """A DETR-style frozen batch norm: statistics as buffers, no ``torch.nn`` base class."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.register_buffer("weight", torch.ones(channels))
+        self.register_buffer("bias", torch.zeros(channels))
+        self.register_buffer("running_mean", torch.zeros(channels))
+        self.register_buffer("running_var", torch.ones(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = self.weight * (self.running_var + 1e-5).rsqrt()
+        shift = self.bias - self.running_mean * scale
+        return x * scale.view(1, -1, 1, 1) + shift.view(1, -1, 1, 1)
+
+
+def _shrinking_backbone() -> torch.nn.Sequential:
+    """Convolutions initialised like projections (N(0, 0.01)), each followed by a batch norm,
+    down to a 1x1 feature map: the features shrink about tenfold per layer."""
+    torch.manual_seed(0)
+    layers: list[torch.nn.Module] = []
+    for i in range(6):
+        conv = torch.nn.Conv2d(3 if i == 0 else 16, 16, 3, stride=2 if i % 2 else 1, padding=1)
+        torch.nn.init.normal_(conv.weight, std=0.01)
+        torch.nn.init.zeros_(conv.bias)
+        norm = _FrozenBatchNorm2d(16) if i % 2 else torch.nn.BatchNorm2d(16)
+        layers += [conv, norm, torch.nn.ReLU()]
+    layers += [torch.nn.AdaptiveAvgPool2d(1), torch.nn.BatchNorm2d(16)]
+    return torch.nn.Sequential(*layers).eval()
+
+
+def test_batch_norms_are_calibrated_to_order_one_features() -> None:
+    import copy
+
+    from export_sweep.zoo.build import _calibrate_batch_norms
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = _shrinking_backbone()
+
+        def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+            return self.body(pixel_values)
+
+    model = Wrapper().eval()
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        before = model(x)
+    assert before.abs().max() < 1e-6  # the degenerate regime: six tenfold shrinks
+    names = _calibrate_batch_norms(model, {"pixel_values": x})
+    assert names == [f"body.{i}" for i in (1, 4, 7, 10, 13, 16, 19)]  # in the order they ran
+    with torch.no_grad():
+        after = model(x)
+        again = model(torch.randn(3, 3, 16, 16))
+    assert 0.1 < after.abs().max() < 10 and 0.01 < again.abs().max() < 100
+    for name in names:  # one scale per module, means kept
+        norm = model.get_submodule(name)
+        assert torch.equal(norm.running_mean, torch.zeros(16))
+        assert norm.running_var.unique().numel() == 1 and norm.running_var[0] > 0
+    # Well-conditioned: float32 agrees with float64 to float32 rounding, 1x1 maps included.
+    wide = copy.deepcopy(model).double()
+    with torch.no_grad():
+        assert (wide(x.double()) - after.double()).abs().max() < 1e-5
+
+
+def test_batch_norm_calibration_leaves_other_modules_alone() -> None:
+    from export_sweep.zoo.build import _calibrate_batch_norms
+
+    class LastAxisNorm(torch.nn.Module):  # statistics over the last axis, not axis 1
+        def __init__(self, channels: int) -> None:
+            super().__init__()
+            self.register_buffer("running_mean", torch.zeros(channels))
+            self.register_buffer("running_var", torch.ones(channels))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (x - self.running_mean) * (self.running_var + 1e-5).rsqrt()
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dead = torch.nn.BatchNorm1d(4)  # sees zeros only
+            self.last_axis = LastAxisNorm(5)
+            self.untracked = torch.nn.BatchNorm1d(4, track_running_stats=False)
+            self.ln = torch.nn.LayerNorm(4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.dead(torch.zeros_like(x)) + self.untracked(x)
+            z = self.last_axis(x.unsqueeze(-1).expand(3, 4, 5)).mean(-1)  # (N, L, C=5)
+            return self.ln(x) + y + z
+
+    model = Model().eval()
+    assert _calibrate_batch_norms(model, {"x": torch.randn(3, 4)}) == []
+    assert torch.equal(model.dead.running_var, torch.ones(4))
+    assert torch.equal(model.last_axis.running_var, torch.ones(5))
+    assert not model.dead._forward_pre_hooks and not model.last_axis._forward_pre_hooks
+    assert _calibrate_batch_norms(torch.nn.Linear(2, 2), {"input": torch.randn(1, 2)}) == []
+
+
+def test_tiny_dfine_query_scores_have_no_ties(monkeypatch: pytest.MonkeyPatch) -> None:
+    """D-FINE's encoder keeps its ``num_queries`` best anchors by ``top-k``; with its HGNetV2
+    backbone's features at 1e-12 every score was the head's bias, and ONNX Runtime kept other
+    queries than eager (the artifact "differed"). Calibrated, the scores are distinct."""
+    import export_sweep.zoo.build as build
+
+    def scores(model_type: str) -> torch.Tensor:
+        tiny = build.build_tiny_model(model_type)
+        seen: list[torch.Tensor] = []
+        hook = tiny.model.enc_score_head.register_forward_hook(
+            lambda module, args, out: seen.append(out.max(-1).values))
+        with torch.no_grad():
+            tiny.model(**tiny.inputs.first)
+        hook.remove()
+        return seen[0]
+
+    calibrated = scores("d_fine")
+    assert all(row.unique().numel() == row.numel() for row in calibrated), calibrated
+    monkeypatch.setattr(build, "_calibrate_batch_norms", lambda model, inputs: [])
+    degenerate = scores("d_fine")
+    assert all(row.unique().numel() == 1 for row in degenerate), degenerate

@@ -309,6 +309,10 @@ def _build_once(
         inputs = make_example_inputs(model, config, seed=seed, check=check if forward else None)
     except Exception as e:
         raise ZooBuildError("forward", model_type, first_line(e)) from e
+    try:
+        _calibrate_batch_norms(model, inputs.first)
+    except Exception as e:
+        raise ZooBuildError("forward", model_type, f"batch norm calibration: {first_line(e)}") from e
     if forward:
         outputs = [_forward(model, s) for s in inputs.sets]
     return TinyModel(
@@ -394,6 +398,72 @@ def _unit_scale_norms(model: torch.nn.Module) -> list[str]:
                 weight.fill_(1.0)
                 changed.append(f"{name}.weight")
     return changed
+
+
+def _batch_norm_stats(module: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The ``(running_mean, running_var)`` buffers of a batch norm (``torch.nn``'s or a model's
+    own frozen one), or ``None`` for any other module."""
+    mean = getattr(module, "running_mean", None)
+    var = getattr(module, "running_var", None)
+    if (isinstance(mean, torch.Tensor) and isinstance(var, torch.Tensor)
+            and mean.dim() == 1 and mean.shape == var.shape and mean.is_floating_point()):
+        return mean, var
+    return None
+
+
+def _calibrate_batch_norms(model: torch.nn.Module, inputs: dict[str, Any]) -> list[str]:
+    """Set every batch norm's running variance to its input's mean square on ``inputs``.
+
+    A fresh model's batch norms hold ``running_mean = 0``, ``running_var = 1``; in eval mode
+    they then rescale nothing. A checkpoint's hold its training data's statistics, so each
+    one brings its features back to order one. Some models initialise their convolutions like
+    projections, ``N(0, initializer_range)`` (D-FINE's, DEIMv2's and PP-DocLayout's HGNetV2
+    backbones): each one shrinks the features about tenfold, and without the rescaling the
+    encoder's output reaches 1e-12. Every query-selection score is then the head's bias, and
+    which queries ``top-k`` keeps is decided by tie-breaking, which ONNX Runtime and eager
+    implement differently (the artifact "differs" from eager on a model no checkpoint
+    resembles). One forward pass on ``inputs`` sets, in the order the batch norms run, each
+    one's ``running_var`` (every channel alike) to the mean of ``(x - running_mean) ** 2`` over
+    its whole input, so every later one sees rescaled features. Per-channel statistics would
+    be ill-conditioned on a tiny batch: centring two values per channel (a 1x1 feature map)
+    or dividing a channel that cancelled to about 1e-6 by its own spread turns float32
+    rounding into order-one differences (the tiny model then disagrees with itself in
+    float64 by 1e-2); one scale per module restores the magnitude and keeps the channels'
+    ratios. Modules with 1-D ``running_mean`` / ``running_var`` buffers count
+    (``torch.nn.BatchNorm*d``, and the frozen batch norms of DETR-style models); one whose
+    input is all ``running_mean``, or whose channel axis (1) does not match, is left alone.
+
+    Returns:
+        the names of the calibrated modules, in the order they ran.
+    """
+    calibrated: list[str] = []
+
+    def hook(name: str) -> Callable[[torch.nn.Module, tuple[Any, ...]], None]:
+        def calibrate(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+            stats = _batch_norm_stats(module)
+            x = args[0] if args else None
+            if (stats is None or name in calibrated or not isinstance(x, torch.Tensor)
+                    or not x.is_floating_point() or x.dim() < 2
+                    or x.shape[1] != stats[0].numel()):
+                return
+            shape = [-1 if d == 1 else 1 for d in range(x.dim())]
+            square = (x.float() - stats[0].float().view(shape)).square().mean()
+            if not bool(square > 0) or not bool(square.isfinite()):
+                return
+            stats[1].fill_(float(square))
+            calibrated.append(name)
+        return calibrate
+
+    handles = [module.register_forward_pre_hook(hook(name))
+               for name, module in model.named_modules() if _batch_norm_stats(module) is not None]
+    if not handles:
+        return calibrated
+    try:
+        _forward(model, inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return calibrated
 
 
 _NO_RETRY = ("ImportError", "ModuleNotFoundError", "[class]")
