@@ -136,7 +136,8 @@ def test_workarounds_are_registered_with_reason_and_upstream() -> None:
                                    "view_after_sdpa", "view_copy_fake_rules", "view_dynamism",
                                    "xnnpack_attention", "xnnpack_gelu_tanh",
                                    "xnnpack_max_dim", "xnnpack_partition_merge",
-                                   "xnnpack_passthrough", "xnnpack_reshape_dims"]
+                                   "xnnpack_passthrough", "xnnpack_prelu_rank",
+                                   "xnnpack_reshape_dims"]
     rows = {r.name: r for r in describe(["executorch"])}
     patch = rows["executorch:executorch.exir.verification.arg_validator.EdgeOpArgValidator.call_function"]
     assert patch.kind == "patch" and patch.resolvable, patch.problem

@@ -79,6 +79,9 @@ and the upstream bug:
 - :mod:`.view_dynamism` — ExecuTorch patch (``executorch_patches``): a ``view_copy`` whose
   shape dynamism differs from its base's (``_ViewSpec is incompatible with its base``) stays a
   copy instead of becoming a memory view.
+- :mod:`.xnnpack_prelu_rank` — FX node fix (``fx_node_fixes``, XNNPACK): the layout pass
+  converts every delegated ``prelu``'s input to NHWC but only 4-D tensors convert; ``prelu`` of
+  another rank (DAB-DETR's decoder MLPs) becomes ``clamp`` / ``mul`` / ``add``.
 - :mod:`.view_after_sdpa` — FX node fix (``fx_node_fixes``): views of an attention output that
   the SDPA decomposition would make non-viewable (GPT-2, ViViT): the captured layout is pinned.
 """
@@ -114,6 +117,7 @@ from . import (
     xnnpack_max_dim,
     xnnpack_partition_merge,
     xnnpack_passthrough,
+    xnnpack_prelu_rank,
     xnnpack_reshape_dims,
 )
 
@@ -146,5 +150,6 @@ __all__ = [
     "xnnpack_max_dim",
     "xnnpack_partition_merge",
     "xnnpack_passthrough",
+    "xnnpack_prelu_rank",
     "xnnpack_reshape_dims",
 ]
