@@ -117,6 +117,16 @@ def test_an_export_validated_at_one_shape_is_a_failure() -> None:
     assert r["status"] == "pass" and r["validated_shapes"] == 2
 
 
+def test_a_pass_on_outputs_of_about_zero_is_a_failure() -> None:
+    near_zero = TinyLinear()
+    with torch.no_grad():
+        for p in near_zero.parameters():
+            p.mul_(1e-10)
+    r = export_backend(near_zero, _linear_inputs(), "onnx")
+    assert r["status"] == "fail" and r["stage"] == "validate", r
+    assert r["error"].startswith("VacuousValidation:") and r["validated_shapes"] == 2
+
+
 def test_fired_workarounds_are_recorded_and_totalled() -> None:
     class CheckedLinear(TinyLinear):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

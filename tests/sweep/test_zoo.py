@@ -465,3 +465,43 @@ def test_tiny_dfine_query_scores_have_no_ties(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(build, "_calibrate_batch_norms", lambda model, inputs: [])
     degenerate = scores("d_fine")
     assert all(row.unique().numel() == 1 for row in degenerate), degenerate
+
+
+def test_degenerate_initial_scales_are_raised_in_every_sub_config() -> None:
+    """SAM's vision encoder defaults to ``initializer_range=1e-10`` (also inside BLIP's and
+    DeepSeek-VL-Hybrid's composites) and ConvNeXt to ``layer_scale_init_value=1e-6``: raised to
+    a checkpoint's order; zero (a disabled scale) and ordinary values stay."""
+    from export_sweep.zoo.build import (
+        CHECKPOINT_INIT_STD,
+        CHECKPOINT_LAYER_SCALE,
+        _checkpoint_like_init,
+        tiny_config,
+    )
+
+    hybrid = tiny_config("deepseek_vl_hybrid")
+    assert hybrid.high_res_vision_config.initializer_range == 1e-10
+    assert "high_res_vision_config.initializer_range" in _checkpoint_like_init(hybrid)
+    assert hybrid.high_res_vision_config.initializer_range == CHECKPOINT_INIT_STD
+    assert hybrid.text_config.initializer_range == 0.02
+
+    convnext = tiny_config("convnext")
+    assert _checkpoint_like_init(convnext) == ["layer_scale_init_value"]
+    assert convnext.layer_scale_init_value == CHECKPOINT_LAYER_SCALE
+    convnext.layer_scale_init_value = 0.0
+    bert = tiny_config("bert")
+    assert _checkpoint_like_init(convnext) == [] and _checkpoint_like_init(bert) == []
+    assert convnext.layer_scale_init_value == 0.0 and bert.initializer_range == 0.02
+
+
+def test_tiny_sam_vision_encoder_outputs_are_of_order_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With its default ``initializer_range`` the tiny SAM vision encoder outputs about 1e-21,
+    which zeros match within any tolerance (its ONNX and ExecuTorch passes checked nothing)."""
+    import export_sweep.zoo.build as build
+
+    def largest(tiny) -> float:  # noqa: ANN001
+        return max(float(t.abs().max()) for t in torch.utils._pytree.tree_leaves(tiny.outputs)
+                   if isinstance(t, torch.Tensor) and t.is_floating_point())
+
+    assert largest(build.build_tiny_model("sam_vision_model")) > 0.1
+    monkeypatch.setattr(build, "_checkpoint_like_init", lambda config: [])
+    assert largest(build.build_tiny_model("sam_vision_model")) < 1e-8

@@ -41,7 +41,7 @@ from .registry import DYNAMO_PLAN
 from .report import ExportReport, package_versions
 from .stages import StageListener, StagePlan, StageRecorder, StageTiming
 from .symbolic_budget import budget_exceeded, symbolic_budget
-from .validation import ValidationResult, input_shapes, random_ops, skipped_validation
+from .validation import VACUOUS, ValidationResult, input_shapes, random_ops, skipped_validation
 from .validation import validate as _validate
 from .warning_filters import quiet_unactionable_warnings
 
@@ -658,6 +658,8 @@ class DynamoExporter:
                             report.validation["eager_repacked_by"] = [rec.name for rec in repacks]
                         if len(verdict.checks) < 2:
                             logger.warning("validated at %d input set(s) only", len(verdict.checks))
+                        if verdict.passed and verdict.vacuous:
+                            self.warn(f"warning: validation passed vacuously: {VACUOUS}")
                         if not verdict.passed:
                             sampled = (random_ops(capture.program.graph_module)
                                        if verdict.eager_nondeterministic else [])

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-__all__ = ["CRITERION", "LeafCheck", "NONDETERMINISTIC", "ShapeCheck", "ValidationResult",
+__all__ = ["CRITERION", "LeafCheck", "NONDETERMINISTIC", "ShapeCheck", "VACUOUS", "ValidationResult",
            "WorstElement", "compare_leaves", "eager_leaves", "input_shapes", "random_ops",
            "skipped_validation", "validate"]
 
@@ -29,6 +29,13 @@ NONDETERMINISTIC = (
     "--no-validate)"
 )
 """Why an export whose eager model disagrees with itself cannot be validated, and what to do."""
+
+VACUOUS = (
+    "every eager output lies within the tolerances of zero at every input set, so an artifact "
+    "returning zeros would pass: the comparison checks nothing (a model whose weights or scales "
+    "initialised near zero); validate on weights or inputs that give outputs above atol"
+)
+"""Why a passing comparison whose eager outputs are all about zero proves nothing."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,11 @@ class LeafCheck:
     passed: bool
     problem: str = ""
     worst: WorstElement | None = None
+    eager_max_abs: float = float("nan")
+    """The largest finite ``|b|`` of the eager leaf (``nan`` when it has none)."""
+    zeros_pass: bool = False
+    """An all-zero artifact leaf would pass too: every eager element ``b`` is finite and
+    ``|b| <= atol + rtol * |b|`` (an empty leaf counts)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +110,17 @@ class ShapeCheck:
         return max((leaf.max_abs for leaf in self.leaves), default=0.0)
 
     @property
+    def vacuous(self) -> bool:
+        """An artifact returning zeros for every output would pass at this input set."""
+        return bool(self.leaves) and all(leaf.zeros_pass for leaf in self.leaves)
+
+    @property
+    def eager_max_abs(self) -> float:
+        """The largest finite ``|b|`` over the eager outputs (``nan`` when none is finite)."""
+        values = [leaf.eager_max_abs for leaf in self.leaves if not np.isnan(leaf.eager_max_abs)]
+        return max(values) if values else float("nan")
+
+    @property
     def max_rel(self) -> float:
         return max((leaf.max_rel for leaf in self.leaves), default=0.0)
 
@@ -115,6 +138,7 @@ class ShapeCheck:
             "shapes": self.shapes,
             "max_abs": self.max_abs,
             "max_rel": self.max_rel,
+            "eager_max_abs": self.eager_max_abs,
             "passed": self.passed,
         }
         worst = self.worst()
@@ -162,6 +186,12 @@ class ValidationResult:
         """Some failing input set got different eager outputs on two runs."""
         return any(c.eager_nondeterministic for c in self.checks)
 
+    @property
+    def vacuous(self) -> bool:
+        """At every input set an artifact returning zeros would pass (:data:`VACUOUS`): a pass
+        then proves nothing about the artifact."""
+        return bool(self.checks) and all(c.vacuous for c in self.checks)
+
     def as_dict(self) -> dict[str, Any]:
         """The report's ``validation``: ``status`` (``passed`` / ``failed``), ``passed``, the
         ``criterion``, the tolerances, ``static`` (with a ``note``) and one entry per check."""
@@ -172,8 +202,11 @@ class ValidationResult:
             "atol": self.atol,
             "rtol": self.rtol,
             "static": self.static,
+            "vacuous": self.vacuous,
             "checks": [c.as_dict() for c in self.checks],
         }
+        if self.vacuous:
+            d["vacuous_note"] = VACUOUS
         if self.static:
             d["note"] = (f"static export: validated at its own input shapes on {len(self.checks)} "
                          "different sets of input values; it accepts no other shapes")
@@ -214,7 +247,9 @@ def compare_leaves(
 ) -> tuple[LeafCheck, ...]:
     """Compare artifact outputs with eager outputs: shape, dtype family, NaN pattern and values.
 
-    A leaf passes when ``|got - expected| <= atol + rtol * |expected|`` everywhere.
+    A leaf passes when ``|got - expected| <= atol + rtol * |expected|`` everywhere. Each check
+    also records the eager leaf's largest finite magnitude and whether zeros would pass in its
+    place (:attr:`LeafCheck.zeros_pass`), whatever the artifact returned.
     """
     checks = []
     if len(got) != len(expected):
@@ -223,15 +258,20 @@ def compare_leaves(
     for name, g, e in zip(names, got, expected):
         g = np.asarray(g.detach().cpu().numpy() if isinstance(g, torch.Tensor) else g)
         e_np = e.detach().float().cpu().numpy() if e.dtype == torch.bfloat16 else e.detach().cpu().numpy()
+        e64 = e_np.astype(np.float64)
+        finite = np.isfinite(e64)
+        magnitude = {"eager_max_abs": float(np.abs(e64[finite]).max()) if finite.any() else float("nan"),
+                     "zeros_pass": bool(finite.all() and (np.abs(e64) <= atol + rtol * np.abs(e64)).all())}
         if tuple(g.shape) != tuple(e_np.shape):
             checks.append(LeafCheck(name, tuple(e_np.shape), float("inf"), float("inf"), False,
-                                    f"shape {tuple(g.shape)} != eager {tuple(e_np.shape)}"))
+                                    f"shape {tuple(g.shape)} != eager {tuple(e_np.shape)}", **magnitude))
             continue
-        g64, e64 = g.astype(np.float64), e_np.astype(np.float64)
+        g64 = g.astype(np.float64)
         nan_g, nan_e = np.isnan(g64), np.isnan(e64)
         if (nan_g != nan_e).any():
             checks.append(LeafCheck(name, tuple(e_np.shape), float("nan"), float("nan"), False,
-                                    f"{int(nan_g.sum())} NaN in artifact, {int(nan_e.sum())} in eager"))
+                                    f"{int(nan_g.sum())} NaN in artifact, {int(nan_e.sum())} in eager",
+                                    **magnitude))
             continue
         ok_mask = ~nan_e
         both_inf = np.isinf(e64) & (g64 == e64)
@@ -252,7 +292,8 @@ def compare_leaves(
             f"max|diff|={max_abs:.3g}; worst element {list(worst.index) if worst else []}: "
             f"|a-b|={worst.abs_diff if worst else 0:.3g} > atol + rtol*|b| = "
             f"{worst.allowed if worst else 0:.3g} (atol={atol}, rtol={rtol})")
-        checks.append(LeafCheck(name, tuple(e_np.shape), max_abs, max_rel, passed, problem, worst))
+        checks.append(LeafCheck(name, tuple(e_np.shape), max_abs, max_rel, passed, problem, worst,
+                                **magnitude))
     return tuple(checks)
 
 

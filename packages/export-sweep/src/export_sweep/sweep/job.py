@@ -43,6 +43,7 @@ __all__ = [
     "load_model",
     "not_installed",
     "run_job",
+    "vacuous_error",
 ]
 
 
@@ -174,7 +175,8 @@ def export_backend(
         ``"skip_reason"`` when a skip-list entry applies, the backend's options when it has any
         (``"optimize": False``), and, when the export returned, ``"validated_shapes"`` (input
         sets compared with eager; fewer than :data:`MIN_VALIDATED_SHAPES` is a failure) and
-        ``"workarounds"`` (:func:`fired_workarounds`).
+        ``"workarounds"`` (:func:`fired_workarounds`). A validation that passed only because
+        every eager output is about zero (``validation.vacuous``) is a ``validate`` failure.
     """
 
     spec = get_backend(backend)
@@ -211,11 +213,24 @@ def export_backend(
                 status, stage = "fail", "validate"
                 error = (f"OneShapeValidation: validated at {extra['validated_shapes']} input "
                          f"shape(s); a pass needs {MIN_VALIDATED_SHAPES} of different sizes")
+            elif (report.get("validation") or {}).get("vacuous"):
+                status, stage = "fail", "validate"
+                error = vacuous_error(report["validation"])
             del result
         except Exception as e:  # noqa: BLE001 - an exporter bug is a failure of this model
             status, stage, error = failure(e)
     return backend_record(status, stage, error, time.perf_counter() - t0, class_name=class_name,
                           backend=spec.name, skips=skips, extra=extra)
+
+
+def vacuous_error(validation: dict[str, Any]) -> str:
+    """The sweep's error line for a vacuous pass (``report["validation"]["vacuous"]``): the eager
+    outputs were all within the tolerances of zero, so the pass checked nothing about the
+    artifact (a tiny model whose weights initialised near zero is the usual cause)."""
+    sizes = [c.get("eager_max_abs") for c in validation.get("checks") or ()]
+    largest = max((x for x in sizes if isinstance(x, (int, float)) and x == x), default=0.0)
+    return (f"VacuousValidation: every eager output is within atol={validation.get('atol')} of "
+            f"zero (largest |eager| {largest:.3g}), so an artifact returning zeros would pass too")
 
 
 def cli_class_mismatch(model: Any, class_name: str) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -236,6 +237,68 @@ def _apply_modeling_defaults(config: Any, cls: type) -> None:
     fix_modeling_defaults(config, "\n".join(sources))
 
 
+CHECKPOINT_INIT_STD = 0.02
+"""The weight standard deviation a degenerate ``initializer_range`` / ``init_std`` is raised to."""
+
+CHECKPOINT_LAYER_SCALE = 0.1
+"""The value a degenerate layer-scale initial value is raised to (a trained layer scale's order)."""
+
+_INIT_STD_FIELDS = frozenset({"initializer_range", "init_std"})
+_LAYER_SCALE_RE = re.compile(r"^(\w+_)?layer_?scale(_init)?_value$")
+
+
+def _checkpoint_like_init(config: Any) -> list[str]:
+    """Raise the initial scales of ``config`` (and its sub-configs) that give a degenerate model.
+
+    Two kinds of config default make a random model no checkpoint resembles, and a validation
+    of it vacuous:
+
+    * an ``initializer_range`` / ``init_std`` below 1e-4 (SAM's vision encoder and the
+      composites that embed it, BLIP's vision tower: ``1e-10``): every weight is then about
+      zero and the model's outputs are 1e-21 to 1e-9, which an artifact returning zeros
+      matches within any tolerance. Raised to :data:`CHECKPOINT_INIT_STD`.
+    * a layer-scale initial value below 1e-2 (``layer_scale_init_value``, ConvNeXt, VibeVoice's
+      acoustic tokenizer: ``1e-6``): each residual block's contribution is then a millionth of
+      its input, so the comparison checks the stem and nothing of the blocks (and a stack
+      without residuals, VibeVoice's decoder, outputs 1e-9). A trained layer scale is of order
+      0.1 to 1. Raised to :data:`CHECKPOINT_LAYER_SCALE`.
+
+    Zero stays zero (a deliberately disabled scale); only positive values below the bounds
+    change.
+
+    Returns:
+        the dotted names of the fields that were raised.
+    """
+    raised: list[str] = []
+    stack: list[tuple[str, Any]] = [("", config)]
+    seen: set[int] = set()
+    while stack:
+        path, c = stack.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        for k, v in list(vars(c).items()):
+            if k.startswith("_"):
+                continue
+            if hasattr(v, "to_dict") and hasattr(v, "model_type"):
+                stack.append((f"{path}{k}.", v))
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                continue
+            if k in _INIT_STD_FIELDS and v < 1e-4:
+                value = CHECKPOINT_INIT_STD
+            elif _LAYER_SCALE_RE.match(k) and v < 1e-2:
+                value = CHECKPOINT_LAYER_SCALE
+            else:
+                continue
+            try:
+                setattr(c, k, value)
+            except Exception:  # noqa: BLE001 - read-only attribute on some configs
+                continue
+            raised.append(f"{path}{k}")
+    return sorted(raised)
+
+
 def _instantiate(cls: type, config: Any, model_type: str) -> tuple[torch.nn.Module, str]:
     errors = []
     for impl in ("sdpa", "eager"):
@@ -287,6 +350,7 @@ def _build_once(
     cls = _model_class(model_type, model_class)
     config = _config_for_class(cls, config)
     _apply_modeling_defaults(config, cls)
+    _checkpoint_like_init(config)
     if configure is not None:
         configure(config, cls)
     counted = _count_on_meta(cls, config)
