@@ -321,6 +321,11 @@ class SignatureAdapter(torch.nn.Module):
         forward.__signature__ = sig  # type: ignore[attr-defined]
         self.forward = forward  # type: ignore[method-assign]
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> SignatureAdapter:
+        """A copy around a copy of the model (the ``forward`` closure would call the original)."""
+        return type(self)(copy.deepcopy(self.model, memo), self.input_names,
+                          copy.deepcopy(self.constant_kwargs, memo))
+
 
 @contextmanager
 def _state_cleanup(model: torch.nn.Module) -> Iterator[None]:

@@ -11,9 +11,10 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-__all__ = ["CRITERION", "LeafCheck", "NONDETERMINISTIC", "ShapeCheck", "VACUOUS", "ValidationResult",
-           "WorstElement", "compare_leaves", "eager_leaves", "input_shapes", "random_ops",
-           "skipped_validation", "validate"]
+__all__ = ["CRITERION", "FLOAT64_REFERENCE_MAX_BYTES", "LeafCheck", "NONDETERMINISTIC",
+           "ROUNDING_CRITERION", "ROUNDING_FACTOR", "ROUNDING_MAX_RELATIVE", "ShapeCheck", "VACUOUS",
+           "ValidationResult", "WorstElement", "compare_leaves", "eager_leaves",
+           "float64_eager_leaves", "input_shapes", "random_ops", "skipped_validation", "validate"]
 
 CRITERION = "|a - b| <= atol + rtol * |b| for every element (a: artifact, b: eager)"
 """The comparison each output element must pass, as the report states it. ``max_rel`` (the
@@ -36,6 +37,27 @@ VACUOUS = (
     "initialised near zero); validate on weights or inputs that give outputs above atol"
 )
 """Why a passing comparison whose eager outputs are all about zero proves nothing."""
+
+ROUNDING_FACTOR = 4.0
+"""How many times float32 eager's own rounding error an artifact may differ from float64 eager."""
+
+ROUNDING_MAX_RELATIVE = 1e-4
+"""Float32 eager counts as rounding the float64 result only while it differs from it by at most
+this fraction of the leaf's largest value; beyond, the two took different paths (a top-k that
+broke a tie otherwise) and the float64 run is no reference."""
+
+FLOAT64_REFERENCE_MAX_BYTES = 2 << 30
+"""The largest model (parameters and buffers, as float64) copied for a float64 reference."""
+
+ROUNDING_CRITERION = (
+    "an output leaf that fails the criterion against float32 eager is compared with float64 eager: "
+    f"it passes when |a - c| <= atol + {ROUNDING_FACTOR:g} * r + rtol * |c| for every element "
+    "(c: float64 eager, r: the largest |b - c|, float32 eager's own rounding error), and only "
+    f"where r <= {ROUNDING_MAX_RELATIVE:g} * max|c|"
+)
+"""When and how a float32 artifact is judged against float64 eager: an output large enough that
+float32 rounding alone exceeds ``atol + rtol * |b|`` (LeViT's features of about 40) would
+otherwise fail with any summation order but eager's own."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +105,10 @@ class LeafCheck:
     zeros_pass: bool = False
     """An all-zero artifact leaf would pass too: every eager element ``b`` is finite and
     ``|b| <= atol + rtol * |b|`` (an empty leaf counts)."""
+    float32_rounding: float | None = None
+    """When the leaf was judged against float64 eager (:data:`ROUNDING_CRITERION`): float32
+    eager's largest difference from it; ``max_abs`` and ``worst`` are then the artifact's
+    differences from float64 eager."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +175,11 @@ class ShapeCheck:
             d["problems"] = bad
         if self.eager_rerun_max_abs is not None:
             d["eager_nondeterministic_max_abs"] = self.eager_rerun_max_abs
+        rounded = {leaf.name: leaf.float32_rounding for leaf in self.leaves
+                   if leaf.float32_rounding is not None}
+        if rounded:
+            d["float64_reference"] = {"criterion": ROUNDING_CRITERION,
+                                      "float32_eager_rounding": rounded}
         return d
 
 
@@ -235,6 +266,61 @@ def eager_leaves(
         for fn in repack:
             out = fn(out)
     return [x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor)]
+
+
+def float64_eager_leaves(
+    model: torch.nn.Module,
+    inputs: dict[str, Any] | tuple[Any, ...],
+    repack: Sequence[Callable[[Any], Any]] = (),
+    *,
+    max_bytes: int = FLOAT64_REFERENCE_MAX_BYTES,
+) -> list[torch.Tensor] | None:
+    """The eager output leaves of a float64 copy of ``model`` on ``inputs`` (floating inputs cast
+    to float64), or ``None`` when there is none to compare with: the model's parameters and
+    buffers would take more than ``max_bytes`` as float64, it cannot be copied, or it does not
+    run in float64 (a dtype it hard-codes). ``model`` and ``inputs`` are left as they were."""
+    tensors = [*model.parameters(), *model.buffers()]
+    if sum(t.numel() for t in tensors) * 8 > max_bytes:
+        return None
+    try:
+        double = copy.deepcopy(model).to(torch.float64)
+        cast = pytree.tree_map(
+            lambda x: x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x,
+            copy.deepcopy(inputs))
+        return eager_leaves(double, cast, repack)
+    except Exception:  # noqa: BLE001 - no float64 reference; the float32 verdict stands
+        return None
+
+
+def _judged_against_float64(
+    leaf: LeafCheck,
+    got: Any,
+    expected: torch.Tensor,
+    reference: torch.Tensor,
+    *,
+    atol: float,
+    rtol: float,
+) -> LeafCheck:
+    """``leaf`` (failed against float32 eager ``expected``) judged by :data:`ROUNDING_CRITERION`
+    against the float64 eager ``reference``; ``leaf`` itself when that criterion does not apply
+    (not float32, another shape, non-finite values, or float32 eager not a rounding of it)."""
+    if (leaf.passed or expected.dtype != torch.float32 or reference.dtype != torch.float64
+            or reference.shape != expected.shape
+            or tuple(np.shape(got)) != tuple(expected.shape) or expected.numel() == 0):
+        return leaf
+    e32 = expected.detach().cpu().to(torch.float64)
+    e64 = reference.detach().cpu().to(torch.float64)
+    if not (bool(e32.isfinite().all()) and bool(e64.isfinite().all())):
+        return leaf
+    rounding = float((e32 - e64).abs().max())
+    if rounding > ROUNDING_MAX_RELATIVE * float(e64.abs().max()):
+        return leaf
+    (judged,) = compare_leaves([leaf.name], [got], [reference], atol=atol + ROUNDING_FACTOR * rounding,
+                               rtol=rtol)
+    if not judged.passed:
+        return leaf
+    return replace(judged, eager_max_abs=leaf.eager_max_abs, zeros_pass=leaf.zeros_pass,
+                   float32_rounding=rounding)
 
 
 def compare_leaves(
@@ -362,8 +448,34 @@ def validate(
                                    expected, atol=atol, rtol=rtol)
             if not all(leaf.passed for leaf in again):
                 check = replace(check, eager_rerun_max_abs=max(leaf.max_abs for leaf in again))
+            else:
+                check = _with_float64_reference(check, model, inputs, repack, got, expected,
+                                                atol=atol, rtol=rtol)
         result.checks.append(check)
     return result
+
+
+def _with_float64_reference(
+    check: ShapeCheck,
+    model: torch.nn.Module,
+    inputs: dict[str, Any] | tuple[Any, ...],
+    repack: Sequence[Callable[[Any], Any]],
+    got: Sequence[Any],
+    expected: Sequence[torch.Tensor],
+    *,
+    atol: float,
+    rtol: float,
+) -> ShapeCheck:
+    """``check`` with its failed float32 leaves judged against float64 eager
+    (:data:`ROUNDING_CRITERION`); ``check`` unchanged when there is no float64 reference."""
+    if len(got) != len(expected) or len(check.leaves) != len(expected):
+        return check
+    reference = float64_eager_leaves(model, inputs, repack)
+    if reference is None or len(reference) != len(expected):
+        return check
+    leaves = tuple(_judged_against_float64(leaf, g, e, r, atol=atol, rtol=rtol)
+                   for leaf, g, e, r in zip(check.leaves, got, expected, reference))
+    return replace(check, leaves=leaves)
 
 
 def random_ops(graph_module: torch.fx.GraphModule) -> list[str]:
