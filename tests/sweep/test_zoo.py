@@ -504,4 +504,31 @@ def test_tiny_sam_vision_encoder_outputs_are_of_order_one(monkeypatch: pytest.Mo
 
     assert largest(build.build_tiny_model("sam_vision_model")) > 0.1
     monkeypatch.setattr(build, "_checkpoint_like_init", lambda config: [])
+    monkeypatch.setattr(build, "_fan_in_init_if_vacuous", lambda model, inputs, seed: [])
     assert largest(build.build_tiny_model("sam_vision_model")) < 1e-8
+
+
+def test_degenerate_outputs_get_fan_in_scaled_layers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """VibeVoice's acoustic decoder shrunk to a few channels (seven transposed convolutions from
+    N(0, 0.01), no normalisation) outputs 1e-9; its layers re-initialised by their fan-ins, 0.3.
+    A model with outputs of order one is left as it was."""
+    import export_sweep.zoo.build as build
+
+    def largest(tiny) -> float:  # noqa: ANN001
+        return max(build._largest_output(out) for out in tiny.outputs)
+
+    assert largest(build.build_tiny_model("vibevoice_acoustic_tokenizer_decoder")) > 0.1
+    monkeypatch.setattr(build, "_fan_in_init_if_vacuous", lambda model, inputs, seed: [])
+    assert largest(build.build_tiny_model("vibevoice_acoustic_tokenizer_decoder")) < 1e-8
+    monkeypatch.undo()
+
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(4, 3)
+    before = linear.weight.clone()
+    assert build._fan_in_init_if_vacuous(linear, {"input": torch.randn(2, 4)}, seed=0) == []
+    assert torch.equal(linear.weight, before)
+    with torch.no_grad():
+        linear.weight.mul_(1e-9)
+        linear.bias.zero_()
+    assert build._fan_in_init_if_vacuous(linear, {"input": torch.randn(2, 4)}, seed=0) == [""]
+    assert linear.weight.abs().max() > 0.01
