@@ -26,7 +26,14 @@ from export_sweep.errors import first_line
 from export_sweep.zoo.cache import zoo_cache_root
 from export_sweep.zoo.catalog import Modality, model_class_name, model_modality
 from export_sweep.zoo.inputs import ExampleInputs, make_example_inputs
-from export_sweep.zoo.shrink import TARGETS, ShrinkTargets, fix_modeling_defaults, shrink_config
+from export_sweep.zoo.shrink import (
+    TARGETS,
+    ShrinkTargets,
+    config_tree,
+    fix_modeling_defaults,
+    is_sub_config,
+    shrink_config,
+)
 
 __all__ = [
     "MAX_PARAMETERS",
@@ -146,21 +153,12 @@ def tiny_config(model_type: str, targets: ShrinkTargets = TARGETS) -> Any:
 def set_everywhere(config: Any, name: str, value: Any) -> None:
     """Set ``name`` to ``value`` on ``config`` and on every sub-config it holds (a composite
     model's ``text_config``, ``vision_config``, ...) that has the attribute."""
-    seen: set[int] = set()
-    stack = [config]
-    while stack:
-        c = stack.pop()
-        if id(c) in seen:
-            continue
-        seen.add(id(c))
+    for _, c in config_tree(config):
         if hasattr(c, name):
             try:
                 setattr(c, name, value)
             except Exception:  # noqa: BLE001 - read-only attribute on some configs
                 pass
-        for k, v in vars(c).items():
-            if not k.startswith("_") and hasattr(v, "to_dict") and hasattr(v, "model_type"):
-                stack.append(v)
 
 
 def _model_class(model_type: str, name: str | None = None) -> type:
@@ -213,21 +211,11 @@ def _apply_modeling_defaults(config: Any, cls: type) -> None:
     # ... and the modules of the sub-configs' own model classes (built through AutoModel).
     import transformers
 
-    stack, seen = [config], set()
-    while stack:
-        c = stack.pop()
-        if id(c) in seen:
-            continue
-        seen.add(id(c))
+    for _, c in config_tree(config):
         sub_cls_name = model_class_name(getattr(c, "model_type", "") or "")
         sub_cls = getattr(transformers, sub_cls_name, None) if sub_cls_name else None
         if isinstance(sub_cls, type):
             names.add(sub_cls.__module__)
-        stack.extend(
-            v
-            for k, v in vars(c).items()
-            if not k.startswith("_") and hasattr(v, "to_dict") and hasattr(v, "model_type")
-        )
     sources = []
     for name in sorted(names):
         try:
@@ -270,18 +258,9 @@ def _checkpoint_like_init(config: Any) -> list[str]:
         the dotted names of the fields that were raised.
     """
     raised: list[str] = []
-    stack: list[tuple[str, Any]] = [("", config)]
-    seen: set[int] = set()
-    while stack:
-        path, c = stack.pop()
-        if id(c) in seen:
-            continue
-        seen.add(id(c))
+    for path, c in config_tree(config):
         for k, v in list(vars(c).items()):
-            if k.startswith("_"):
-                continue
-            if hasattr(v, "to_dict") and hasattr(v, "model_type"):
-                stack.append((f"{path}{k}.", v))
+            if k.startswith("_") or is_sub_config(v):
                 continue
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 continue

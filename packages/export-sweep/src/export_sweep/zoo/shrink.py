@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,8 @@ __all__ = [
     "FAMILY_OVERRIDES",
     "ShrinkTargets",
     "TARGETS",
+    "config_tree",
+    "is_sub_config",
     "shrink_config",
     "shrink_config_dict",
     "fix_modeling_defaults",
@@ -845,6 +847,26 @@ def shrink_config(config: Any, *, targets: ShrinkTargets = TARGETS) -> Any:
 _MROPE_DEFAULT_RE = re.compile(r"""get\(\s*["']mrope_section["']\s*,\s*\[([\d,\s]+)\]""")
 
 
+def is_sub_config(value: Any) -> bool:
+    """Whether ``value`` is a nested ``transformers`` config (``text_config``, ...)."""
+    return hasattr(value, "to_dict") and hasattr(value, "model_type")
+
+
+def config_tree(config: Any) -> Iterator[tuple[str, Any]]:
+    """``config`` and every sub-config it holds, each once, with its dotted prefix (``""``,
+    ``"vision_config."``, ``"vision_config.sam_config."``, ...), depth first."""
+    stack: list[tuple[str, Any]] = [("", config)]
+    seen: set[int] = set()
+    while stack:
+        path, c = stack.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        yield path, c
+        stack.extend((f"{path}{k}.", v) for k, v in vars(c).items()
+                     if not k.startswith("_") and is_sub_config(v))
+
+
 def fix_modeling_defaults(config: Any, modeling_source: str) -> list[str]:
     """Make explicit the size defaults a modeling file hard-codes for absent config fields.
 
@@ -865,13 +887,7 @@ def fix_modeling_defaults(config: Any, modeling_source: str) -> list[str]:
     if not m:
         return fixed
     default = [int(x) for x in m.group(1).split(",") if x.strip()]
-    stack: list[tuple[str, Any]] = [("", config)]
-    seen: set[int] = set()
-    while stack:
-        path, c = stack.pop()
-        if id(c) in seen:
-            continue
-        seen.add(id(c))
+    for path, c in config_tree(config):
         rope = getattr(c, "rope_parameters", None)
         heads = getattr(c, "num_attention_heads", None)
         hidden = getattr(c, "hidden_size", None)
@@ -882,7 +898,4 @@ def fix_modeling_defaults(config: Any, modeling_source: str) -> list[str]:
             prf = rope.get("partial_rotary_factor", 1.0) or 1.0
             rope["mrope_section"] = _split_proportionally(default, int(head_dim * prf) // 2)
             fixed.append(f"{path}rope_parameters.mrope_section")
-        for k, v in vars(c).items():
-            if not k.startswith("_") and hasattr(v, "to_dict") and hasattr(v, "model_type"):
-                stack.append((f"{path}{k}.", v))
     return fixed
