@@ -187,8 +187,6 @@ def enumerated_upper_bound(
     """
     import math
 
-    import sympy
-
     ranges = _finite_ranges(expr, var_to_range)
     if ranges is None:
         return None
@@ -227,7 +225,14 @@ def _compiled(expr: Any, index: dict[Any, int],
     import numpy as np
     import sympy
     from torch.utils._sympy.functions import (
-        CeilDiv, FloorDiv, Max, Min, Mod, PowByNatural, PythonMod)
+        CeilDiv,
+        FloorDiv,
+        Max,
+        Min,
+        Mod,
+        PowByNatural,
+        PythonMod,
+    )
 
     if isinstance(expr, sympy.Integer):
         value = int(expr)
