@@ -164,7 +164,7 @@ class ShapeCheck:
             "shapes": self.shapes,
             "max_abs": self.max_abs,
             "max_rel": self.max_rel,
-            "eager_max_abs": self.eager_max_abs,
+            "eager_max_abs": None if np.isnan(self.eager_max_abs) else self.eager_max_abs,
             "passed": self.passed,
         }
         worst = self.worst()
