@@ -17,8 +17,9 @@ Modules, one concern each:
   capture.
 - :mod:`.rnn_while_loop`: models with ``nn.LSTM`` captured with torch's ``while_loop``
   decomposition (no time axis pinned, without a guard, by the unrolled one).
-- :mod:`.recurrence_scan`: the state-space mixers' recurrences (Mamba's selective scan,
-  RecurrentGemma's RG-LRU) as a ``scan`` over time (no sequence pinned by an unrolled loop).
+- :mod:`.recurrence_scan`: the recurrences run as Python loops (Mamba's selective scan,
+  RecurrentGemma's RG-LRU, RWKV's WKV attention) as a ``scan`` over time (no sequence pinned by
+  an unrolled loop).
 - :mod:`.scan_reductions`: ``cummax`` / ``cummin`` and ``isin`` as comparisons, ``where`` and
   reductions (no op outside Core ATen, no ``searchsorted``).
 - :mod:`.static_cache`: a static cache layer updated out of place (no input mutation).

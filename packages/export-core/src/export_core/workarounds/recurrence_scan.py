@@ -1,9 +1,11 @@
 """Linear recurrences over time captured as one ``scan``, not a Python loop over the example's
-steps (Mamba's selective scan, RecurrentGemma's RG-LRU).
+steps (Mamba's selective scan, RecurrentGemma's RG-LRU, RWKV's WKV attention).
 
 Without their CUDA kernels, the state-space mixers of ``transformers`` run their recurrence in a
 Python loop: ``for index in range(seq_len)`` (``mamba_selective_scan``: Mamba, Falcon-Mamba,
-Jamba, Zamba) and ``for t in range(hidden_states.shape[1])`` (``RecurrentGemmaRglru._rnn_scan``).
+Jamba, Zamba), ``for t in range(hidden_states.shape[1])`` (``RecurrentGemmaRglru._rnn_scan``)
+and ``for current_index in range(seq_length)`` (RWKV's ``rwkv_linear_attention_cpu``, the path
+every non-CUDA run takes).
 ``torch.export`` unrolls the loop for the example's length and stacks a fixed number of steps,
 so the sequence axis is pinned without a guard: ONNX Runtime rejects another length (``Got
 invalid dimensions for input``), ExecuTorch fails at a view (``self.numel() == out.numel()``) or
@@ -29,8 +31,9 @@ import torch.nn.functional as F
 
 from ..registry import register_patch
 
-__all__ = ["MAMBA_SCAN_TARGETS", "RGLRU_SCAN_TARGET", "rg_lru_scan", "rglru_scan_as_scan",
-           "scan_steps", "selective_scan", "selective_scan_as_scan"]
+__all__ = ["MAMBA_SCAN_TARGETS", "RGLRU_SCAN_TARGET", "RWKV_SCAN_TARGET", "rg_lru_scan",
+           "rglru_scan_as_scan", "rwkv_wkv_as_scan", "scan_steps", "selective_scan",
+           "selective_scan_as_scan", "wkv_scan"]
 
 _UPSTREAM = "https://github.com/pytorch/pytorch/issues/115092"
 
@@ -42,6 +45,9 @@ MAMBA_SCAN_TARGETS = tuple(
 
 RGLRU_SCAN_TARGET = "transformers.models.recurrent_gemma.modeling_recurrent_gemma.RecurrentGemmaRglru._rnn_scan"
 """RecurrentGemma's RG-LRU recurrence."""
+
+RWKV_SCAN_TARGET = "transformers.models.rwkv.modeling_rwkv.rwkv_linear_attention_cpu"
+"""RWKV's WKV attention without its CUDA kernel (``rwkv_linear_attention`` calls it by name)."""
 
 
 def scan_steps(combine: Any, init: Any, xs: Any) -> Any:
@@ -157,6 +163,50 @@ def rg_lru_scan(
     return states.transpose(0, 1).type(hidden_states.dtype), last
 
 
+def wkv_scan(
+    time_decay: torch.Tensor, time_first: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+    state: list[torch.Tensor] | tuple[torch.Tensor, ...] | None = None, return_state: bool = False,
+) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+    """RWKV's WKV attention (``rwkv_linear_attention_cpu``) as a ``scan`` over time.
+
+    Args:
+        time_decay, time_first: ``(hidden,)`` (the decay is ``-exp(time_decay)`` per step).
+        key, value: ``(batch, seq, hidden)``.
+        state: ``[numerator, denominator, max]``, each ``(batch, hidden)`` float32, or ``None``
+            (zeros, zeros and -1e38).
+        return_state: return the state after the last step even without an initial one.
+
+    Returns:
+        ``(output (batch, seq, hidden) in key's dtype, [numerator, denominator, max] or None)``,
+        the loop's values step for step (the same log-sum-exp stabilisation).
+
+    Source: the model code's loop; https://github.com/pytorch/pytorch/issues/115092
+    """
+    if state is None:
+        zeros = torch.zeros_like(key[:, 0], dtype=torch.float32)
+        carry = (zeros, zeros.clone(), zeros - 1e38)
+    else:
+        carry = tuple(state)
+    decay = -torch.exp(time_decay)
+
+    def step(carry: tuple[torch.Tensor, ...], x: tuple[torch.Tensor, torch.Tensor]):
+        num_state, den_state, max_state = carry
+        current_key, current_value = x
+        current_key = current_key.float()
+        max_for_output = torch.maximum(max_state, current_key + time_first)
+        e1 = torch.exp(max_state - max_for_output)
+        e2 = torch.exp(current_key + time_first - max_for_output)
+        out = ((e1 * num_state + e2 * current_value) / (e1 * den_state + e2)).to(key.dtype)
+        max_for_state = torch.maximum(max_state + decay, current_key)
+        e1 = torch.exp(max_state + decay - max_for_state)
+        e2 = torch.exp(current_key - max_for_state)
+        return (e1 * num_state + e2 * current_value, e1 * den_state + e2, max_for_state), out
+
+    last, outputs = scan_steps(step, carry, (key.transpose(0, 1), value.transpose(0, 1)))
+    output = outputs.transpose(0, 1)
+    return output, (list(last) if return_state or state is not None else None)
+
+
 @register_patch(
     "dynamo",
     *MAMBA_SCAN_TARGETS,
@@ -199,3 +249,30 @@ def rglru_scan_as_scan(original: Any) -> Any:
                            acc_dtype)
 
     return _rnn_scan
+
+
+@register_patch(
+    "dynamo",
+    RWKV_SCAN_TARGET,
+    reason=(
+        "without its CUDA kernel RWKV's WKV attention is a Python loop over the sequence, which "
+        "torch.export unrolls for the example's length (the sequence axis pinned without a "
+        "guard); during an export it is a scan over time when the sequence is longer than one"
+    ),
+    upstream=_UPSTREAM,
+    versions=("transformers", ">=5,<6"),
+)
+def rwkv_wkv_as_scan(original: Any) -> Any:
+    """Wrap ``rwkv_linear_attention_cpu``: :func:`wkv_scan` for ``seq > 1``, the original (one
+    step, the decode path with a state) otherwise."""
+
+    def rwkv_linear_attention_cpu(time_decay: torch.Tensor, time_first: torch.Tensor,
+                                  key: torch.Tensor, value: torch.Tensor,
+                                  state: Any = None, return_state: bool = False) -> Any:
+        if key.shape[1] == 1:
+            return original(time_decay, time_first, key, value, state=state,
+                            return_state=return_state)
+        return wkv_scan(time_decay, time_first, key, value, state=state,
+                        return_state=return_state)
+
+    return rwkv_linear_attention_cpu
