@@ -369,6 +369,25 @@ def _is_constraint_violation(e: BaseException) -> bool:
     return "Constraints violated" in str(e) or "constraint" in type(e).__name__.lower()
 
 
+UNSOLVABLE_CONSTRAINT = "cannot be solved using"
+"""How torch's dimension-constraint solver says it gave up on a guard (its ``NotImplementedError``
+for a congruence such as ``Eq(-x/2 + 4*((x/2)//4), 0)``, pytorch/pytorch#131897)."""
+
+
+def unsolvable_constraint(error: BaseException) -> BaseException | None:
+    """The solver's ``NotImplementedError`` behind ``error`` (itself, or in its cause/context
+    chain), or ``None``: torch raises it instead of a constraint violation when a guard on a
+    dynamic axis is a divisibility condition (an image side that must be a multiple of 8)."""
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        if isinstance(e, NotImplementedError) and UNSOLVABLE_CONSTRAINT in str(e):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
+
+
 def _torch_export(
     module: torch.nn.Module,
     args: tuple[Any, ...],
@@ -380,13 +399,15 @@ def _torch_export(
     symbolic_budget_s: float | None = None,
 ) -> tuple[torch.export.ExportedProgram, str]:
     """:func:`_export_attempts` on ``dynamic_shapes``, and on ``fallback_shapes`` when their
-    symbolic shape reasoning runs over budget.
+    symbolic shape reasoning runs over budget or ends in a constraint torch cannot solve.
 
     With ``fallback_shapes`` (the same structure with the image axes static,
     :func:`~export_core.dynamic_shapes.static_image_axes`) and a ``symbolic_budget_s``, the
     first capture's guard evaluation and simplification are limited to that many seconds
     (:func:`~export_core.symbolic_budget.symbolic_budget`); when they take longer (windowed
-    vision attention with a dynamic height and width: pytorch/pytorch#141675), the model is
+    vision attention with a dynamic height and width: pytorch/pytorch#141675), or when torch's
+    constraint solver gives up on a divisibility guard (:func:`unsolvable_constraint`,
+    pytorch/pytorch#131897: EfficientLoFTR's image sides must be multiples of 8), the model is
     captured again on ``fallback_shapes``, and the strategy is prefixed ``static-image-axes``.
 
     Returns:
@@ -402,10 +423,13 @@ def _torch_export(
             return _export_attempts(module, args, kwargs, dynamic_shapes, strict)
     except CaptureError as e:
         over = budget_exceeded(e)
-        if over is None:
+        unsolvable = unsolvable_constraint(e) if over is None else None
+        if over is None and unsolvable is None:
             raise
+        reason = (str(over) if over is not None else
+                  "torch's constraint solver gave up on a guard (" + " ".join(str(unsolvable).split()) + ")")
         logger.warning("capture: %s with dynamic image axes; capturing again with static "
-                       "height and width", over)
+                       "height and width", reason)
     program, strategy = _export_attempts(module, args, kwargs, fallback_shapes, strict)
     return program, "static-image-axes" + ("" if strategy == "default" else f"+{strategy}")
 
