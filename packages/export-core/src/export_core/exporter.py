@@ -282,16 +282,24 @@ class Lowered:
 
 
 def canonical_output(out: Any) -> Any:
-    """``out`` rebuilt through its pytree (flatten, then unflatten).
+    """``out`` rebuilt through its pytree (flatten, then unflatten), its numbers left out.
 
     A ``ModelOutput`` flattens in the order its fields were *assigned*; one rebuilt from its
     leaves (what ``torch.export``'s re-traces, such as ``run_decompositions``, do) has them in
     declaration order. A model that fills a field late (InternVL's and Aya Vision's
     ``image_outputs.pooler_output``, set after ``hidden_states``) would otherwise flatten in one
     order in eager and the capture, and in another in the re-traced program: the artifact's
-    outputs would be named and compared out of order. The leaves themselves are unchanged.
+    outputs would be named and compared out of order.
+
+    Python numbers among the leaves (MaskFormer-Swin's ``hidden_states_spatial_dimensions``,
+    ints of the image sides) become ``None``: with dynamic image axes they are ``SymInt`` s
+    during the capture, which the program returns as outputs (ten scalar outputs of the ONNX
+    model beside its two tensors) while an artifact's outputs are the model's tensors
+    (:func:`~export_core.naming.leaf_names` with ``tensors_only``). Tensors are unchanged.
     """
     leaves, spec = pytree.tree_flatten(out)
+    leaves = [None if isinstance(leaf, int | float | torch.SymInt | torch.SymFloat | torch.SymBool)
+              else leaf for leaf in leaves]
     return pytree.tree_unflatten(leaves, spec)
 
 
