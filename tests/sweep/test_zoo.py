@@ -504,7 +504,7 @@ def test_tiny_sam_vision_encoder_outputs_are_of_order_one(monkeypatch: pytest.Mo
 
     assert largest(build.build_tiny_model("sam_vision_model")) > 0.1
     monkeypatch.setattr(build, "_checkpoint_like_init", lambda config: [])
-    monkeypatch.setattr(build, "_fan_in_init_if_vacuous", lambda model, inputs, seed: [])
+    monkeypatch.setattr(build, "_fan_in_init_if_vacuous", lambda model, inputs, seed, **kwargs: [])
     assert largest(build.build_tiny_model("sam_vision_model")) < 1e-8
 
 
@@ -518,7 +518,7 @@ def test_degenerate_outputs_get_fan_in_scaled_layers(monkeypatch: pytest.MonkeyP
         return max(build._largest_output(out) for out in tiny.outputs)
 
     assert largest(build.build_tiny_model("vibevoice_acoustic_tokenizer_decoder")) > 0.1
-    monkeypatch.setattr(build, "_fan_in_init_if_vacuous", lambda model, inputs, seed: [])
+    monkeypatch.setattr(build, "_fan_in_init_if_vacuous", lambda model, inputs, seed, **kwargs: [])
     assert largest(build.build_tiny_model("vibevoice_acoustic_tokenizer_decoder")) < 1e-8
     monkeypatch.undo()
 

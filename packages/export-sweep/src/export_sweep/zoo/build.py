@@ -354,12 +354,17 @@ def _build_once(
         raise ZooBuildError("forward", model_type, first_line(e)) from e
     try:
         _calibrate_batch_norms(model, inputs.first)
-        if forward and _fan_in_init_if_vacuous(model, inputs.first, seed):
-            _calibrate_batch_norms(model, inputs.first)
     except Exception as e:
         raise ZooBuildError("forward", model_type, f"batch norm calibration: {first_line(e)}") from e
     if forward:
         outputs = [_forward(model, s) for s in inputs.sets]
+        if _fan_in_init_if_vacuous(model, inputs.first, seed, output=outputs[0]):
+            try:
+                _calibrate_batch_norms(model, inputs.first)
+            except Exception as e:
+                raise ZooBuildError("forward", model_type,
+                                    f"batch norm calibration after fan-in init: {first_line(e)}") from e
+            outputs = [_forward(model, s) for s in inputs.sets]
     return TinyModel(
         model_type=model_type,
         model=model,
@@ -524,7 +529,8 @@ def _largest_output(out: Any) -> float:
                 and bool(t.isfinite().all())), default=0.0)
 
 
-def _fan_in_init_if_vacuous(model: torch.nn.Module, inputs: dict[str, Any], seed: int) -> list[str]:
+def _fan_in_init_if_vacuous(model: torch.nn.Module, inputs: dict[str, Any], seed: int, *,
+                            output: Any = None) -> list[str]:
     """Give the linear and convolution layers PyTorch's default (fan-in scaled) initialisation
     when every floating output on ``inputs`` lies below :data:`VACUOUS_OUTPUT`.
 
@@ -533,12 +539,13 @@ def _fan_in_init_if_vacuous(model: torch.nn.Module, inputs: dict[str, Any], seed
     transposed convolutions drawn from N(0, 0.01) with fan-ins of 2 to 256) shrinks its signal
     at every layer and outputs 1e-9, which any artifact "matches". ``reset_parameters`` scales
     each layer to its own fan-in, as the shrunk widths need. Models with any larger output are
-    left alone; the generator is seeded with ``seed``.
+    left alone; the generator is seeded with ``seed``. ``output``: the model's output on
+    ``inputs`` when the caller has it (no forward pass is run then).
 
     Returns:
         the names of the re-initialised modules (empty when the outputs were not degenerate).
     """
-    if _largest_output(_forward(model, inputs)) >= VACUOUS_OUTPUT:
+    if _largest_output(_forward(model, inputs) if output is None else output) >= VACUOUS_OUTPUT:
         return []
     torch.manual_seed(seed)
     changed = []
